@@ -1,0 +1,190 @@
+"""The ASGI application: routes of every service, body limits, authentication and error mapping."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route as StarletteRoute
+
+from taskyard.api import queue_v1
+from taskyard.api.errors import error_body
+from taskyard.api.routing import Call, Reply, Route, check_params
+from taskyard.auth import hawk
+from taskyard.model import dates, schema, slugid, task_definition
+from taskyard.model.errors import (
+    AuthenticationFailed,
+    InputTooLarge,
+    MalformedPayload,
+    ResourceNotFound,
+    TaskyardError,
+)
+from taskyard.queue.service import Queue
+
+log = logging.getLogger(__name__)
+Authenticator = Callable[[hawk.Request], Awaitable[hawk.Authenticated | None]]
+
+
+@dataclass
+class Services:
+    """What the routes need: the queue, the body limit, and how to authenticate a request."""
+
+    queue: Queue
+    authenticate: Authenticator
+    max_body_bytes: int = 10 * 1024 * 1024
+    started: float = field(default_factory=time.monotonic)
+
+    def uptime(self) -> float:
+        return round(time.monotonic() - self.started, 3)
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    content = b"" if body is None else orjson.dumps(body)
+    return Response(content, status, headers, media_type=None if body is None else "application/json")
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise InputTooLarge(f"the request body is {declared} bytes; at most {limit} are accepted")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise InputTooLarge(f"the request body is larger than {limit} bytes, the most accepted")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(raw: bytes, route: Route) -> Any:
+    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.input is None):
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedPayload(f"the request body is not valid JSON: {exc}") from None
+
+
+def hawk_request(request: Request, raw: bytes) -> hawk.Request:
+    path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
+    query = request.scope.get("query_string", b"").decode("latin-1")
+    host, port = hawk.host_port(
+        request.headers.get("host"),
+        request.url.scheme,
+        request.headers.get("x-forwarded-port"),
+        request.headers.get("x-forwarded-proto"),
+    )
+    return hawk.Request(
+        method=request.method,
+        resource=path + ("?" + query if query else ""),
+        host=host,
+        port=port,
+        authorization=request.headers.get("authorization"),
+        body=raw,
+        content_type=request.headers.get("content-type", ""),
+    )
+
+
+async def _authenticate(services: Services, route: Route, request: Request, raw: bytes) -> str:
+    if route.scopes is None:
+        return ""
+    who = await services.authenticate(hawk_request(request, raw))
+    if who is None:
+        raise AuthenticationFailed(
+            "this request needs credentials: sign it with Hawk (scope enforcement arrives with the auth service)"
+        )
+    return who.client_id
+
+
+async def _until_disconnected(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def _run_watching_disconnect(request: Request, work: Awaitable[Any]) -> Any:
+    """Run `work`, cancelling it if the client goes away (long polls)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watcher
+    return await task
+
+
+def echo_payload(route: Route, params: dict[str, str], body: Any) -> Any:
+    if route.name == "createTask":
+        return task_definition.with_defaults(params.get("taskId", ""), body)
+    return body
+
+
+def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[Response]]:
+    async def handle(request: Request) -> Response:
+        params = {k: str(v) for k, v in request.path_params.items()}
+        body: Any = None
+        try:
+            check_params(params)
+            raw = await read_body(request, services.max_body_bytes)
+            body = parse_json(raw, route)
+            client_id = await _authenticate(services, route, request, raw)
+            if route.input is not None:
+                schema.validate(route.input, body, where="body")
+            call = Call(route.name, params, dict(request.query_params), body, client_id, services)
+            work = route.handler(call)
+            result = await (_run_watching_disconnect(request, work) if route.name == "claimWork" else work)
+        except TaskyardError as exc:
+            return _error_response(exc, route.name, params, echo_payload(route, params, body))
+        except Exception:
+            incident = slugid.nice()
+            log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
+            return _internal_error(route.name, params, incident)
+        if isinstance(result, Reply):
+            return json_response(result.body, result.status, result.headers)
+        return json_response(result)
+
+    return handle
+
+
+def _error_response(exc: TaskyardError, name: str, params: dict[str, str], payload: Any) -> Response:
+    headers = {"www-authenticate": "hawk"} if exc.status == 401 else None
+    return json_response(error_body(exc, method=name, params=params, payload=payload), exc.status, headers)
+
+
+def _internal_error(name: str, params: dict[str, str], incident: str) -> Response:
+    error = TaskyardError(f"internal error; the incident id is {incident}")
+    body = error_body(error, method=name, params=params, payload=None)
+    body["requestInfo"]["incidentId"] = incident
+    return json_response(body, 500)
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    error = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
+    return json_response(error_body(error, method="", params={}, payload=None), 404)
+
+
+def routes_for(prefix: str, table: list[Route], services: Services) -> list[StarletteRoute]:
+    return [StarletteRoute(prefix + r.path, endpoint(r, services), methods=[r.method]) for r in table]
+
+
+def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
+    """The ASGI app serving every service under `/api/<service>/v1/`."""
+    routes = routes_for("/api/queue/v1", queue_v1.ROUTES, services)
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+
+
+__all__ = ["Services", "build_app", "dates"]

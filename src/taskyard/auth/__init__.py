@@ -1,0 +1,1 @@
+"""Authentication: Hawk, temporary credentials and (later) clients, roles and scopes."""

@@ -1,0 +1,66 @@
+"""`taskyard`: serve the queue, or run everything at once with `up`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from taskyard import __version__
+from taskyard.auth import static
+from taskyard.cli import options
+from taskyard.config import ServerConfig
+from taskyard.model.errors import ConfigError, TaskyardError
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="taskyard", description="TaskCluster's queue, small and fast.")
+    top.add_argument("--version", action="version", version=f"taskyard {__version__}")
+    commands = top.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
+    options.add_server_options(serve)
+    up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
+    options.add_server_options(up)
+    return top
+
+
+def banner(config: ServerConfig) -> str:
+    return "\n".join(
+        [
+            f"taskyard {__version__} is serving the queue",
+            f"  root URL:      {config.root_url}",
+            f"  queue API:     {config.root_url}/api/queue/v1/",
+            f"  database:      {config.db_url}",
+            "  root credentials (use them with any TaskCluster client):",
+            f"    export TASKCLUSTER_ROOT_URL={config.root_url}",
+            f"    export TASKCLUSTER_CLIENT_ID={static.ROOT_CLIENT_ID}",
+            f"    export TASKCLUSTER_ACCESS_TOKEN={config.root_access_token}",
+            "  stop with Ctrl-C",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = options.server_config(options.resolve(args, os.environ), os.environ)
+        from taskyard.cli.serve import serve
+
+        asyncio.run(serve(config, banner=banner(config)))
+    except ConfigError as exc:
+        print(f"taskyard: {exc.message}", file=sys.stderr)
+        return 2
+    except TaskyardError as exc:
+        print(f"taskyard: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

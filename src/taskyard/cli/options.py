@@ -1,0 +1,88 @@
+"""Command-line options that also read `TASKYARD_*` environment variables (flag wins)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from taskyard.config import QueueConfig, ServerConfig
+from taskyard.model.errors import ConfigError
+
+
+def env_name(dest: str) -> str:
+    return "TASKYARD_" + dest.upper()
+
+
+def add(parser: argparse.ArgumentParser, flag: str, *, help: str, default: Any = None, type: Callable[[str], Any] = str) -> None:
+    """An option whose default comes from its environment variable; `--help` names the variable."""
+    dest = flag.lstrip("-").replace("-", "_")
+    parser.add_argument(flag, dest=dest, default=None, type=type, help=f"{help} [env {env_name(dest)}; default {default!r}]")
+    parser.set_defaults(**{f"_default_{dest}": (default, type)})
+
+
+def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, Any]:
+    """Flag, then environment variable, then default, for every option declared with `add`."""
+    values = {}
+    for key, (default, kind) in ((k[9:], v) for k, v in vars(args).items() if k.startswith("_default_")):
+        value = getattr(args, key)
+        if value is None and env_name(key) in environ:
+            raw = environ[env_name(key)]
+            try:
+                value = kind(raw)
+            except ValueError:
+                raise ConfigError(env_name(key), raw, f"must be a {kind.__name__}") from None
+        values[key] = default if value is None else value
+    return values
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    add(parser, "--host", help="address to listen on", default="127.0.0.1")
+    add(parser, "--port", help="port to listen on", default=8080, type=int)
+    add(parser, "--public-url", help="root URL clients use, if not http://HOST:PORT", default="")
+    add(parser, "--data-dir", help="directory for the SQLite database and the root token", default="./data")
+    add(parser, "--db", help="sqlite:///relative/path, sqlite:////absolute/path or postgresql://...", default="")
+    add(parser, "--claim-timeout", help="seconds a claim lasts before it must be reclaimed", default=1200, type=int)
+    add(parser, "--deadline-delay", help="seconds past a deadline before the task is resolved", default=0.0, type=float)
+    add(parser, "--resolver-interval", help="seconds between resolver passes when idle", default=1.0, type=float)
+    add(parser, "--claim-work-timeout", help="seconds claimWork waits for a task", default=20.0, type=float)
+
+
+def root_access_token(data_dir: str, environ: Mapping[str, str]) -> str:
+    """TASKYARD_ROOT_ACCESS_TOKEN, or the token stored in the data directory (made on first use)."""
+    token = environ.get("TASKYARD_ROOT_ACCESS_TOKEN", "")
+    if token:
+        return token
+    path = Path(data_dir) / "root-access-token"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(33)
+    path.touch(mode=0o600)
+    path.write_text(token + "\n")
+    return token
+
+
+def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerConfig:
+    if values["claim_timeout"] < 1:
+        raise ConfigError("claim-timeout", values["claim_timeout"], "must be at least 1 second")
+    if not 0 < values["port"] < 65536:
+        raise ConfigError("port", values["port"], "must be between 1 and 65535")
+    queue = QueueConfig(
+        claim_timeout=values["claim_timeout"],
+        claim_work_timeout=values["claim_work_timeout"],
+        deadline_delay=values["deadline_delay"],
+        resolver_interval=values["resolver_interval"],
+    )
+    return ServerConfig(
+        host=values["host"],
+        port=values["port"],
+        public_url=values["public_url"].rstrip("/"),
+        data_dir=values["data_dir"],
+        db=values["db"],
+        root_access_token=root_access_token(values["data_dir"], environ),
+        queue=queue,
+    )

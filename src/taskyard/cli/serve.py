@@ -1,0 +1,89 @@
+"""Running the server: storage, queue, event relay, resolvers and the HTTP API in one process."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+
+from taskyard.api.app import Services, build_app
+from taskyard.auth import static
+from taskyard.config import ServerConfig
+from taskyard.events import open_bus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.events.port import EventBus
+from taskyard.queue import resolvers
+from taskyard.queue.service import Queue
+from taskyard.storage import open_storage
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    """A started deployment: what tests and `up` reach into."""
+
+    queue: Queue
+    bus: EventBus
+    relay: OutboxRelay
+    tasks: list[asyncio.Task[None]]
+
+
+@contextlib.asynccontextmanager
+async def running(config: ServerConfig, *, background: bool = True) -> AsyncIterator[Running]:
+    """Open storage and the bus, start the relay and resolvers; stop them all on exit."""
+    storage = await open_storage(config.db_url)
+    bus = open_bus(config.events)
+    queue = Queue(storage, config.queue)
+    queue.credentials_issuer = (
+        static.QUEUE_CLIENT_ID,
+        static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
+    )
+    relay = OutboxRelay(storage, bus)
+    queue.events_committed = relay.kick
+    await queue.start()
+    tasks = [asyncio.create_task(relay.run(), name="outbox-relay")]
+    if background:
+        tasks += resolvers.start_all(queue)
+    try:
+        yield Running(queue, bus, relay, tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await bus.close()
+        await storage.close()
+
+
+def application(config: ServerConfig, started: asyncio.Event | None = None) -> Starlette:
+    """The ASGI app with its lifespan: opens everything at start-up, closes it at shutdown."""
+    services = Services(queue=None, authenticate=static.authenticator(config.root_access_token))  # type: ignore[arg-type]
+    services.max_body_bytes = config.queue.max_body_bytes
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with running(config) as deployment:
+            services.queue = deployment.queue
+            if started is not None:
+                started.set()
+            yield
+
+    return build_app(services, lifespan=lifespan)
+
+
+async def serve(config: ServerConfig, *, banner: str | None = None) -> None:
+    """Serve the API until interrupted."""
+    app = application(config)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on")
+    )
+    if banner:
+        print(banner, flush=True)
+    await server.serve()

@@ -1,0 +1,43 @@
+"""Configuration: one frozen dataclass per section, built once by the CLI.
+
+Precedence: command-line flag, then the `TASKYARD_*` environment variable, then the default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class QueueConfig:
+    """How the queue behaves; times in seconds unless named otherwise."""
+
+    claim_timeout: int = 1200
+    claim_work_timeout: float = 20.0
+    deadline_delay: float = 0.0
+    max_task_deadline_days: int = 5
+    resolver_interval: float = 1.0
+    expiry_interval: float = 600.0
+    max_body_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Where the API listens and what it talks to."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str = ""
+    data_dir: str = "./data"
+    db: str = ""
+    events: str = "memory://"
+    root_access_token: str = field(default="", repr=False)
+    queue: QueueConfig = field(default_factory=QueueConfig)
+
+    @property
+    def root_url(self) -> str:
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def db_url(self) -> str:
+        return self.db or f"sqlite:///{self.data_dir}/taskyard.sqlite3"

@@ -1,0 +1,76 @@
+"""The outbox relay: publishes committed events in commit order, then deletes them.
+
+Every state change writes its events into the `outbox` table in its own transaction. The
+relay reads them after commit, publishes, and deletes what was published: an event is
+published at least once, never for a change that rolled back. Only one relay works at a
+time across processes (an advisory lock), which keeps the order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import orjson
+
+from taskyard.events.port import EventBus
+from taskyard.model.messages import Message
+from taskyard.storage.port import Storage, Tx
+
+log = logging.getLogger(__name__)
+_RELAY_LOCK = 0x7A5C_0002
+BATCH = 500
+
+
+async def append_tx(tx: Tx, messages: Sequence[Message]) -> None:
+    """Write `messages` to the outbox inside the caller's transaction."""
+    if messages:
+        rows = [
+            (m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode())
+            for m in messages
+        ]
+        await tx.executemany("insert_event", rows)
+
+
+class OutboxRelay:
+    """Moves events from the outbox to the bus; `kick()` after a commit wakes it at once."""
+
+    def __init__(self, storage: Storage, bus: EventBus, *, idle_seconds: float = 1.0) -> None:
+        self._storage = storage
+        self._bus = bus
+        self._idle = idle_seconds
+        self._wake = asyncio.Event()
+
+    def kick(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Relay until cancelled."""
+        while True:
+            try:
+                while await self.relay_once():
+                    pass
+            except Exception:
+                log.exception("outbox relay failed; retrying")
+            try:
+                await asyncio.wait_for(self._wake.wait(), self._idle)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    async def relay_once(self) -> int:
+        """Publish and delete one batch; answer how many events it held."""
+        async with self._storage.transaction() as tx:
+            if not await self._storage.advisory_lock(tx, _RELAY_LOCK):
+                return 0
+            rows = await tx.fetch("list_events", BATCH)
+            if not rows:
+                return 0
+            messages = [
+                Message(r["exchange"], r["routing_key"], orjson.loads(r["body"]), orjson.loads(r["cc"]))
+                for r in rows
+            ]
+            await self._bus.publish(messages)
+            await tx.execute("delete_events_through", rows[-1]["id"])
+        return len(rows)

@@ -1,0 +1,80 @@
+"""The queue's events: exchange names, routing keys and bodies, as TaskCluster publishes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from taskyard.model.types import JSONObject
+
+EXCHANGES = (
+    "task-defined",
+    "task-pending",
+    "task-running",
+    "artifact-created",
+    "task-completed",
+    "task-failed",
+    "task-exception",
+    "task-group-resolved",
+    "task-group-sealed",
+    "task-priority-changed",
+    "task-group-priority-changed",
+)
+
+
+@dataclass(frozen=True)
+class Message:
+    """One event: `exchange` is the short name (`task-pending`); `cc` the extra routing keys."""
+
+    exchange: str
+    routing_key: str
+    body: JSONObject
+    cc: list[str] = field(default_factory=list)
+
+
+def task_routing_key(status: JSONObject, run_id: int | None, worker: tuple[str, str] | None) -> str:
+    """`primary.<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>._`"""
+    worker_group, worker_id = worker if worker else ("_", "_")
+    parts = [
+        "primary",
+        status["taskId"],
+        "_" if run_id is None else str(run_id),
+        worker_group,
+        worker_id,
+        status["provisionerId"],
+        status["workerType"],
+        status["schedulerId"],
+        status["taskGroupId"],
+        "_",
+    ]
+    return ".".join(parts)
+
+
+def group_routing_key(task_group_id: str, scheduler_id: str) -> str:
+    return f"primary.{task_group_id}.{scheduler_id}._"
+
+
+def task_message(
+    exchange: str,
+    status: JSONObject,
+    definition: JSONObject,
+    *,
+    run_id: int | None = None,
+    worker: tuple[str, str] | None = None,
+    extra: JSONObject | None = None,
+) -> Message:
+    """A task event; CC'd to `route.<r>` for each of the task's routes."""
+    body: JSONObject = {"status": status}
+    if run_id is not None:
+        body["runId"] = run_id
+    if worker is not None:
+        body["workerGroup"], body["workerId"] = worker
+    body.update(extra or {})
+    body["task"] = {"tags": definition.get("tags", {})}
+    body["version"] = 1
+    key = task_routing_key(status, run_id, worker)
+    return Message(exchange, key, body, [f"route.{r}" for r in definition.get("routes", [])])
+
+
+def group_message(exchange: str, task_group_id: str, scheduler_id: str, body: JSONObject) -> Message:
+    full = {"taskGroupId": task_group_id, "schedulerId": scheduler_id, **body, "version": 1}
+    return Message(exchange, group_routing_key(task_group_id, scheduler_id), full)

@@ -1,0 +1,323 @@
+"""A tiny declarative validator for JSON request bodies.
+
+Build a schema from the constructors below and check a decoded body with `validate`:
+
+    rule = obj({"name": string(max_length=255)}, required=["name"], additional=False)
+    validate(rule, body)  # raises InputValidationError("body.name is required")
+
+Only the first problem is reported, and always the same one for the same value: an object's
+unknown properties (sorted), then its missing required properties, then its properties in the
+order they were declared. Messages never quote the offending value, so a huge number or string
+can't blow up the message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import NoReturn
+
+from taskyard.model import dates, errors
+from taskyard.model.types import JSON, Millis
+
+_ARTICLED = {
+    "null": "null",
+    "boolean": "a boolean",
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "array": "an array",
+    "object": "an object",
+}
+_SIMPLE_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
+_KEY_SHOWN = 64
+# The instants Python's datetime can name in UTC: 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
+_FIRST_MS = -62135596800000
+_LAST_MS = 253402300799999
+# RFC 3339 as JSON Schema's `date-time` format reads it; dates.parse_iso then checks the calendar.
+_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}(:?\d{2})?)")
+
+
+class Schema:
+    """A rule for one JSON value."""
+
+    def check(self, value: JSON, path: str) -> None:
+        """Raise InputValidationError naming `path` if `value` breaks the rule."""
+        raise NotImplementedError
+
+
+def validate(schema: Schema, value: JSON, *, where: str = "body") -> None:
+    """Check `value` against `schema`; the error message starts with the field's path, like `body.a.b`."""
+    try:
+        schema.check(value, where)
+    except RecursionError:
+        _fail(where, "is nested too deeply")
+
+
+# Constructors -------------------------------------------------------------------------------
+
+
+def string(
+    *, pattern: str | None = None, min_length: int | None = None, max_length: int | None = None
+) -> Schema:
+    """A string, optionally matching a (JavaScript-style, usually anchored) regular expression."""
+    return _String(pattern, _compile(pattern), min_length, max_length)
+
+
+def integer(*, minimum: int | None = None, maximum: int | None = None) -> Schema:
+    """A whole number. Booleans are not integers; an integral float like 5.0 is, as in JSON Schema."""
+    return _Integer(minimum, maximum)
+
+
+def boolean() -> Schema:
+    """`true` or `false`."""
+    return _Boolean()
+
+
+def enum(*values: JSON) -> Schema:
+    """One of the given values (compared as JSON: `true` is not `1`)."""
+    return _Enum(values)
+
+
+def array(
+    items: Schema | None = None,
+    *,
+    min_items: int | None = None,
+    max_items: int | None = None,
+    unique: bool = False,
+) -> Schema:
+    """A list whose every item matches `items` (anything, if None)."""
+    return _Array(items, min_items, max_items, unique)
+
+
+def obj(
+    properties: Mapping[str, Schema] | None = None,
+    *,
+    required: Sequence[str] = (),
+    additional: bool | Schema = True,
+) -> Schema:
+    """An object. `additional` is True (anything), False (refused), or the schema of undeclared values."""
+    return _Object(dict(properties or {}), tuple(required), additional)
+
+
+def any_object() -> Schema:
+    """Any object, contents unchecked."""
+    return obj()
+
+
+def date_time() -> Schema:
+    """A string holding an RFC 3339 date-time with a timezone, like `2024-01-31T12:00:00.000Z`."""
+    return _DateTime()
+
+
+def to_millis(value: str) -> Millis:
+    """The instant named by a string that `date_time()` accepts; raises ValueError for others."""
+    if _DATE_TIME.fullmatch(value) is None:
+        raise ValueError(f"not an RFC 3339 date-time: {value[:40]!r}")
+    ms = dates.parse_iso(value[:10] + "T" + value[11:])
+    if not _FIRST_MS <= ms <= _LAST_MS:
+        raise ValueError("a date-time must fall between the years 1 and 9999 in UTC")
+    return ms
+
+
+# Rules --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _String(Schema):
+    pattern: str | None
+    compiled: re.Pattern[str] | None
+    min_length: int | None
+    max_length: int | None
+
+    def check(self, value: JSON, path: str) -> None:
+        _expect_type(value, path, "string")
+        if self.min_length is not None and len(value) < self.min_length:
+            _fail(path, f"must be at least {_count(self.min_length, 'character')}; it has {len(value)}")
+        if self.max_length is not None and len(value) > self.max_length:
+            _fail(path, f"must be at most {_count(self.max_length, 'character')}; it has {len(value)}")
+        if self.compiled is not None and self.compiled.search(value) is None:
+            _fail(path, f"must match {self.pattern}")
+
+
+@dataclass(frozen=True)
+class _Integer(Schema):
+    minimum: int | None
+    maximum: int | None
+
+    def check(self, value: JSON, path: str) -> None:
+        if not _is_integer(value):
+            _fail(path, _wrong_type("integer", value))
+        if self.minimum is not None and value < self.minimum:
+            _fail(path, f"must be at least {self.minimum}")
+        if self.maximum is not None and value > self.maximum:
+            _fail(path, f"must be at most {self.maximum}")
+
+
+@dataclass(frozen=True)
+class _Boolean(Schema):
+    def check(self, value: JSON, path: str) -> None:
+        _expect_type(value, path, "boolean")
+
+
+@dataclass(frozen=True)
+class _Enum(Schema):
+    values: tuple[JSON, ...]
+
+    def check(self, value: JSON, path: str) -> None:
+        key = _freeze(value)
+        if not any(_freeze(allowed) == key for allowed in self.values):
+            _fail(path, "must be one of: " + ", ".join(_show(v) for v in self.values))
+
+
+@dataclass(frozen=True)
+class _Array(Schema):
+    items: Schema | None
+    min_items: int | None
+    max_items: int | None
+    unique: bool
+
+    def check(self, value: JSON, path: str) -> None:
+        _expect_type(value, path, "array")
+        if self.min_items is not None and len(value) < self.min_items:
+            _fail(path, f"must have at least {_count(self.min_items, 'item')}; it has {len(value)}")
+        if self.max_items is not None and len(value) > self.max_items:
+            _fail(path, f"must have at most {_count(self.max_items, 'item')}; it has {len(value)}")
+        if self.items is not None:
+            for index, item in enumerate(value):
+                self.items.check(item, f"{path}[{index}]")
+        if self.unique:
+            _check_unique(value, path)
+
+
+@dataclass(frozen=True)
+class _Object(Schema):
+    properties: dict[str, Schema]
+    required: tuple[str, ...]
+    additional: bool | Schema
+
+    def check(self, value: JSON, path: str) -> None:
+        _expect_type(value, path, "object")
+        if not all(isinstance(key, str) for key in value):
+            _fail(path, "must have only string keys")
+        extra = sorted(key for key in value if key not in self.properties)
+        if self.additional is False and extra:
+            _fail(_child(path, extra[0]), "is not allowed (unknown property)")
+        for name in self.required:
+            if name not in value:
+                _fail(_child(path, name), "is required")
+        for name, rule in self.properties.items():
+            if name in value:
+                rule.check(value[name], _child(path, name))
+        if isinstance(self.additional, Schema):
+            for name in extra:
+                self.additional.check(value[name], _child(path, name))
+
+
+@dataclass(frozen=True)
+class _DateTime(Schema):
+    def check(self, value: JSON, path: str) -> None:
+        _expect_type(value, path, "string")
+        if not _parses(value):
+            _fail(path, "must be a date-time with a timezone, like 2024-01-31T12:00:00.000Z")
+
+
+# Helpers ------------------------------------------------------------------------------------
+
+
+def _fail(path: str, rule: str) -> NoReturn:
+    raise errors.InputValidationError(f"{path} {rule}")
+
+
+def _json_type(value: JSON) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _expect_type(value: JSON, path: str, expected: str) -> None:
+    if _json_type(value) != expected:
+        _fail(path, _wrong_type(expected, value))
+
+
+def _wrong_type(expected: str, value: JSON) -> str:
+    actual = _json_type(value)
+    return f"must be {_ARTICLED[expected]}, not {_ARTICLED.get(actual, actual)}"
+
+
+def _is_integer(value: JSON) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
+
+
+def _compile(pattern: str | None) -> re.Pattern[str] | None:
+    """Compile a JavaScript-style pattern: its final `$` means the very end, not "before a newline"."""
+    if pattern is None:
+        return None
+    if pattern.endswith("$") and not pattern.endswith("\\$"):
+        pattern = pattern[:-1] + r"\Z"
+    return re.compile(pattern)
+
+
+def _child(path: str, key: str) -> str:
+    if _SIMPLE_KEY.fullmatch(key):
+        return f"{path}.{key}"
+    shown = key if len(key) <= _KEY_SHOWN else key[:_KEY_SHOWN] + "..."
+    return f"{path}[{json.dumps(shown)}]"
+
+
+def _count(n: int, unit: str) -> str:
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _show(value: JSON) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _parses(value: str) -> bool:
+    try:
+        to_millis(value)
+    except (ValueError, OverflowError):
+        return False
+    return True
+
+
+def _check_unique(items: list[JSON], path: str) -> None:
+    seen: dict[object, int] = {}
+    for index, item in enumerate(items):
+        first = seen.setdefault(_freeze(item), index)
+        if first != index:
+            _fail(path, f"must not contain duplicates; items {first} and {index} are equal")
+
+
+def _freeze(value: JSON) -> object:
+    """A hashable key equal for equal JSON values (so `true` differs from `1`, but `1` equals `1.0`)."""
+    if isinstance(value, bool) or value is None:
+        return ("const", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, list):
+        return ("array", tuple(_freeze(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _freeze(item)) for key, item in value.items()))
+    if isinstance(value, str):
+        return ("string", value)
+    return ("other", id(value))  # not a JSON value: equal only to itself

@@ -1,0 +1,1 @@
+"""The queue service: task lifecycle, claims, groups, dependencies, workers and resolvers."""

@@ -1,0 +1,157 @@
+"""The worker protocol: claimWork (long poll), claimTask, reclaimTask and the three reports."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from taskyard.auth import hawk
+from taskyard.model import runs
+from taskyard.model.errors import RequestConflict, ResourceNotFound
+from taskyard.model.runs import Change, TaskRecord
+from taskyard.queue import service, workers
+from taskyard.queue.service import Queue
+from taskyard.queue.tasks import check_task_id
+from taskyard.storage.port import Tx
+
+MAX_TASKS_PER_CLAIM = 32
+
+
+def credentials(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str], taken_until: int) -> Any:
+    """Temporary credentials for one run, valid until `taken_until` (seed 003, reference §5)."""
+    issuer_id, issuer_token = q.credentials_issuer
+    scopes = [
+        f"queue:reclaim-task:{rec.task_id}/{run_id}",
+        f"queue:resolve-task:{rec.task_id}/{run_id}",
+        f"queue:create-artifact:{rec.task_id}/{run_id}",
+        *rec.definition.get("scopes", []),
+    ]
+    until = f"{taken_until / 1000:.3f}".rstrip("0").rstrip(".")  # as JavaScript prints the number
+    client_id = f"task-client/{rec.task_id}/{run_id}/on/{worker[0]}/{worker[1]}/until/{until}"
+    return hawk.temporary_credentials(
+        issuer_id, issuer_token, scopes, q.clock(), taken_until, client_id=client_id
+    )
+
+
+def _claim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
+    run = rec.runs[run_id]
+    taken_until = rec.taken_until or q.clock()
+    return {
+        "status": rec.status(),
+        "runId": run_id,
+        "workerGroup": worker[0],
+        "workerId": worker[1],
+        "takenUntil": run["takenUntil"],
+        "task": service.definition_of(rec),
+        "credentials": credentials(q, rec, run_id, worker, taken_until),
+    }
+
+
+async def claim_work(
+    q: Queue, task_queue_id: str, worker: tuple[str, str], count: int
+) -> list[dict[str, Any]]:
+    """Claim up to `count` pending tasks, waiting up to the long-poll timeout for the first.
+
+    Wakes on the task-pending signal, never by sleeping in a loop. A quarantined worker is
+    recorded as seen, waits the whole timeout and gets nothing.
+    """
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + q.config.claim_work_timeout
+    if await workers.quarantined(q, task_queue_id, worker):
+        await asyncio.sleep(q.config.claim_work_timeout)
+        return []
+    while True:
+        with q.signals.waiter(task_queue_id) as waiter:
+            claims = await claim_pending(q, task_queue_id, worker, count)
+            remaining = give_up - loop.time()
+            if claims or remaining <= 0:
+                return claims
+            await waiter.wait(remaining)
+
+
+async def claim_pending(
+    q: Queue, task_queue_id: str, worker: tuple[str, str], count: int
+) -> list[dict[str, Any]]:
+    """One attempt: take up to `count` runs from the claim index and claim them, in one transaction."""
+    now = q.clock()
+    taken_until = now + q.config.claim_timeout * 1000
+    async with q.storage.transaction() as tx:
+        taken = await tx.fetch("take_pending", task_queue_id, count, now)
+        order = sorted(taken, key=lambda r: (-r["priority"], r["inserted"], r["task_id"]))
+        claimed: list[TaskRecord] = []
+        for row in order:
+            rec = await _claim_one_tx(q, tx, row["task_id"], row["run_id"], worker, taken_until)
+            if rec is not None:
+                claimed.append(rec)
+        if claimed:
+            await workers.seen_tx(q, tx, task_queue_id, worker, [(r.task_id, len(r.runs) - 1) for r in claimed])
+    return [_claim_body(q, rec, len(rec.runs) - 1, worker) for rec in claimed]
+
+
+async def _claim_one_tx(
+    q: Queue, tx: Tx, task_id: str, run_id: int, worker: tuple[str, str], taken_until: int
+) -> TaskRecord | None:
+    row = await tx.fetchrow("get_task_for_update", task_id)
+    if row is None:
+        return None
+    rec = service.record_from_row(row)
+    if rec.deadline <= q.clock() or run_id != len(rec.runs) - 1 or rec.state != "pending":
+        return None  # a stale index entry: the run was cancelled, resolved or superseded
+    change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
+    await service.apply_tx(q, tx, change, old_version=rec.version)
+    return change.record
+
+
+async def claim_task(q: Queue, task_id: str, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
+    """Claim one named run (deprecated protocol). The same worker again gets its claim back."""
+    check_task_id(task_id)
+    current = await service.load(q, task_id)
+    if await workers.quarantined(q, current.task_queue_id, worker):
+        return {}
+
+    def step(rec: TaskRecord) -> Change:
+        if rec.deadline <= q.clock():
+            raise RequestConflict(f"task {task_id} is past its deadline and cannot be claimed")
+        _check_run(rec, run_id)
+        taken_until = q.clock() + q.config.claim_timeout * 1000
+        return runs.claim(rec, run_id, worker, q.clock(), taken_until)
+
+    change = await service.transition(q, task_id, step)
+    if change.changed:
+        async with q.storage.transaction() as tx:
+            await workers.seen_tx(q, tx, change.record.task_queue_id, worker, [(task_id, run_id)])
+    return _claim_body(q, change.record, run_id, worker)
+
+
+def _check_run(rec: TaskRecord, run_id: int) -> None:
+    if run_id >= len(rec.runs):
+        raise ResourceNotFound(f"task {rec.task_id} has no run {run_id}")
+
+
+async def reclaim_task(q: Queue, task_id: str, run_id: int) -> dict[str, Any]:
+    """Extend the claim; answers fresh credentials. 409 means: stop working on this run."""
+    check_task_id(task_id)
+
+    def step(rec: TaskRecord) -> Change:
+        _check_run(rec, run_id)
+        if rec.deadline <= q.clock():
+            raise RequestConflict(f"task {task_id} is past its deadline; stop working on it")
+        return runs.reclaim(rec, run_id, q.clock() + q.config.claim_timeout * 1000)
+
+    rec = (await service.transition(q, task_id, step)).record
+    run = rec.runs[run_id]
+    worker = (run["workerGroup"], run["workerId"])
+    body = _claim_body(q, rec, run_id, worker)
+    del body["task"]
+    return body
+
+
+async def report(q: Queue, task_id: str, run_id: int, state: str, reason: str) -> dict[str, Any]:
+    """Resolve a run completed, failed or exception(reason). Repeats are idempotent."""
+    check_task_id(task_id)
+
+    def step(rec: TaskRecord) -> Change:
+        _check_run(rec, run_id)
+        return runs.resolve(rec, run_id, state, reason, q.clock())
+
+    return service.status_of(await service.transition(q, task_id, step))

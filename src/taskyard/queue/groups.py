@@ -1,0 +1,143 @@
+"""Task groups: one schedulerId per group, sealing, cancelling, listing, and group resolution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskyard.model import dates, runs, slugid
+from taskyard.model.errors import InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.messages import group_message
+from taskyard.model.runs import TaskRecord
+from taskyard.queue import paging, service
+from taskyard.queue.service import Queue
+from taskyard.storage.port import Row, Session, Tx
+
+
+def check_group_id(task_group_id: str) -> str:
+    if not slugid.is_valid(task_group_id):
+        raise InvalidRequestArguments(f"taskGroupId {task_group_id!r} is not a valid slugid")
+    return task_group_id
+
+
+def group_body(row: Row) -> dict[str, Any]:
+    body = {
+        "taskGroupId": row["task_group_id"],
+        "schedulerId": row["scheduler_id"],
+        "expires": dates.to_iso(row["expires"]),
+    }
+    if row["sealed"] is not None:
+        body["sealed"] = dates.to_iso(row["sealed"])
+    return body
+
+
+async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
+    """Create the task's group or check it may join it: same schedulerId, not sealed."""
+    expires = rec.expires + dates.HOUR
+    row = await tx.fetchrow("get_group", rec.task_group_id)
+    if row is not None and row["expires"] < q.clock():
+        await tx.execute("expire_group", rec.task_group_id)
+        row = None
+    if row is None:
+        await tx.execute("insert_group", rec.task_group_id, rec.scheduler_id, expires)
+        return
+    if row["scheduler_id"] != rec.scheduler_id:
+        raise RequestConflict(
+            f"task group {rec.task_group_id} belongs to schedulerId {row['scheduler_id']!r}, "
+            f"not {rec.scheduler_id!r}"
+        )
+    if row["sealed"] is not None:
+        raise RequestConflict(f"task group {rec.task_group_id} is sealed; no task can be added to it")
+    await tx.execute("extend_group", rec.task_group_id, expires)
+
+
+async def _get(session: Session, task_group_id: str) -> Row:
+    row = await session.fetchrow("get_group", check_group_id(task_group_id))
+    if row is None:
+        raise ResourceNotFound(f"task group {task_group_id} does not exist")
+    return row
+
+
+async def get_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+    async with q.storage.reader() as session:
+        return group_body(await _get(session, task_group_id))
+
+
+async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> dict[str, Any]:
+    async with q.storage.reader() as session:
+        body = group_body(await _get(session, task_group_id))
+        offset = paging.offset(query)
+        rows = await session.fetch("list_group_tasks", task_group_id, offset, query.limit + 1)
+    tasks = [{"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)]
+    return {**body, **paging.offset_page("tasks", tasks, offset, query.limit)}
+
+
+async def seal_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+    """Seal the group so no task joins it; idempotent, and announces itself every time."""
+    async with q.storage.transaction() as tx:
+        await _get(tx, task_group_id)
+        await tx.execute("seal_group", task_group_id, q.clock())
+        body = group_body(await _get(tx, task_group_id))
+        message = group_message("task-group-sealed", task_group_id, body["schedulerId"], _rest(body))
+        await service.publish_tx(q, tx, [message])
+    return body
+
+
+def _rest(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k not in ("taskGroupId", "schedulerId")}
+
+
+async def cancel_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+    """Cancel every unresolved task of a sealed group; answers what this call cancelled."""
+    async with q.storage.reader() as session:
+        row = await _get(session, task_group_id)
+        size = await session.fetchval("group_size", task_group_id)
+        open_ids = [r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())]
+    if row["sealed"] is None:
+        raise RequestConflict(f"task group {task_group_id} must be sealed before it can be cancelled")
+    cancelled = []
+    for task_id in open_ids:
+        change = await service.transition(q, task_id, lambda rec: runs.cancel(rec, q.clock()))
+        if change.changed:
+            cancelled.append(task_id)
+    return {
+        "taskGroupId": task_group_id,
+        "taskGroupSize": int(size),
+        "cancelledCount": len(cancelled),
+        "taskIds": cancelled,
+    }
+
+
+async def announce_if_resolved_tx(q: Queue, tx: Tx, task_group_id: str) -> None:
+    """Publish task-group-resolved if no task of the group is waiting for a final resolution."""
+    if await tx.fetchval("group_has_unresolved", task_group_id) is not None:
+        return
+    row = await tx.fetchrow("get_group", task_group_id)
+    if row is not None:
+        body = group_body(row)
+        message = group_message("task-group-resolved", task_group_id, body["schedulerId"], _rest(body))
+        await service.publish_tx(q, tx, [message])
+
+
+async def change_task_group_priority(q: Queue, task_group_id: str, new_priority: str) -> dict[str, Any]:
+    """Give every unresolved task of the group a new priority."""
+    from taskyard.queue import tasks  # tasks imports groups
+
+    async with q.storage.reader() as session:
+        row = await _get(session, task_group_id)
+        open_ids = [r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())]
+    affected = []
+    for task_id in open_ids:
+
+        def step(rec: TaskRecord) -> runs.Change:
+            if rec.ever_resolved or rec.priority == new_priority:
+                return runs.Change(rec, changed=False)
+            return tasks.reprioritise(rec, new_priority)
+
+        change = await service.transition(q, task_id, step)
+        if change.changed:
+            affected.append(task_id)
+    body = {"newPriority": new_priority, "tasksAffected": len(affected)}
+    async with q.storage.transaction() as tx:
+        message = group_message("task-group-priority-changed", task_group_id, row["scheduler_id"], body)
+        await service.publish_tx(q, tx, [message])
+    return {"taskGroupId": task_group_id, "schedulerId": row["scheduler_id"], **body, "taskIds": affected}

@@ -1,0 +1,85 @@
+"""Looking into task queues and task relations: counts, pending and claimed lists, dependents."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from taskyard.model import dates
+from taskyard.queue import paging, service, workers
+from taskyard.queue.service import Queue
+from taskyard.queue.tasks import check_task_id
+
+
+async def counts(q: Queue, task_queue_id: str) -> dict[str, Any]:
+    workers.check_task_queue_id(task_queue_id)
+    async with q.storage.reader() as session:
+        pending = await session.fetchval("count_pending", task_queue_id)
+        claimed = await session.fetchval("count_claimed", task_queue_id)
+    provisioner_id, worker_type = workers.split(task_queue_id)
+    return {
+        "provisionerId": provisioner_id,
+        "workerType": worker_type,
+        "taskQueueId": task_queue_id,
+        "pendingTasks": int(pending),
+        "claimedTasks": int(claimed),
+    }
+
+
+async def pending_tasks(q: Queue, task_queue_id: str) -> dict[str, Any]:
+    body = await counts(q, task_queue_id)
+    del body["claimedTasks"]
+    return body
+
+
+async def list_pending(q: Queue, task_queue_id: str, query: paging.Query) -> dict[str, Any]:
+    """Pending runs in the order they were queued."""
+    workers.check_task_queue_id(task_queue_id)
+    inserted, task_id = paging.after(query, 2, [-1, ""])
+    async with q.storage.reader() as session:
+        rows = await session.fetch("list_pending", task_queue_id, inserted, task_id, query.limit + 1)
+    tasks = [
+        {
+            "taskId": r["task_id"],
+            "runId": r["run_id"],
+            "task": orjson.loads(r["definition"]),
+            "inserted": dates.to_iso(r["inserted"]),
+        }
+        for r in rows
+    ]
+    last = [rows[query.limit - 1]["inserted"], rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
+    return paging.keyset_page("tasks", tasks, last, query.limit)
+
+
+async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> dict[str, Any]:
+    """Running runs in the order they were claimed."""
+    workers.check_task_queue_id(task_queue_id)
+    claimed_at, task_id = paging.after(query, 2, [-1, ""])
+    async with q.storage.reader() as session:
+        rows = await session.fetch("list_claimed", task_queue_id, claimed_at, task_id, query.limit + 1)
+    tasks = []
+    for r in rows:
+        run = orjson.loads(r["runs"])[-1]
+        tasks.append(
+            {
+                "taskId": r["task_id"],
+                "runId": run["runId"],
+                "workerGroup": run["workerGroup"],
+                "workerId": run["workerId"],
+                "claimed": dates.to_iso(r["claimed_at"]),
+                "task": orjson.loads(r["definition"]),
+            }
+        )
+    last = [rows[query.limit - 1]["claimed_at"], rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
+    return paging.keyset_page("tasks", tasks, last, query.limit)
+
+
+async def list_dependents(q: Queue, task_id: str, query: paging.Query) -> dict[str, Any]:
+    """Tasks that list `task_id` among their dependencies, by taskId."""
+    await service.load(q, check_task_id(task_id))
+    start = paging.offset(query)
+    async with q.storage.reader() as session:
+        rows = await session.fetch("list_dependents", task_id, start, query.limit + 1)
+    tasks = [{"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)]
+    return {"taskId": task_id, **paging.offset_page("tasks", tasks, start, query.limit)}

@@ -1,0 +1,189 @@
+"""The queue's shared machinery: the `Queue` object, task records in storage, and applying changes.
+
+Every state change goes through `transition()`: read the task row (locked on PostgreSQL),
+compute the change with the pure state machine (`model.runs`), then write it with a
+conditional update on the row's version, together with its claim-index rows, its
+dependency record and its events, in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from taskyard.config import QueueConfig
+from taskyard.events import outbox
+from taskyard.model import dates, runs, task_definition
+from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.runs import Change, TaskRecord
+from taskyard.model.types import Clock
+from taskyard.queue.signals import PendingSignals
+from taskyard.storage.port import Row, Storage, Tx
+
+log = logging.getLogger(__name__)
+PENDING_CHANNEL = "task_pending"
+RACE_RETRIES = 8
+
+
+class RaceLost(Exception):
+    """Another writer changed the task between our read and our conditional update."""
+
+
+class Queue:
+    """Everything the queue's operations share: storage, clock, configuration, wake-ups."""
+
+    def __init__(self, storage: Storage, config: QueueConfig, *, clock: Clock = dates.now_ms) -> None:
+        self.storage = storage
+        self.config = config
+        self.clock = clock
+        self.signals = PendingSignals()
+        self.events_committed: Callable[[], None] = lambda: None
+        self.resolutions_committed = asyncio.Event()
+        self.task_queue_writes: dict[str, int] = {}
+        # Who signs the temporary credentials handed out with claims: (clientId, accessToken).
+        self.credentials_issuer: tuple[str, str] = ("", "")
+
+    async def start(self) -> None:
+        """Listen for pending-task notifications from other processes."""
+        await self.storage.listen(PENDING_CHANNEL, self.signals.notify)
+
+
+def dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def record_from_row(row: Row) -> TaskRecord:
+    return TaskRecord(
+        task_id=row["task_id"],
+        task_group_id=row["task_group_id"],
+        scheduler_id=row["scheduler_id"],
+        project_id=row["project_id"],
+        task_queue_id=row["task_queue_id"],
+        priority=row["priority"],
+        requires=row["requires"],
+        retries_left=row["retries_left"],
+        created=row["created"],
+        deadline=row["deadline"],
+        expires=row["expires"],
+        definition=orjson.loads(row["definition"]),
+        runs=orjson.loads(row["runs"]),
+        taken_until=row["taken_until"],
+        claimed_at=row["claimed_at"],
+        ever_resolved=bool(row["ever_resolved"]),
+        version=row["version"],
+    )
+
+
+def definition_of(rec: TaskRecord) -> dict[str, Any]:
+    """The task definition as `task()` answers it (the stored definition has the current priority)."""
+    return {**rec.definition, "priority": rec.priority}
+
+
+async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
+    await tx.execute(
+        "insert_task",
+        rec.task_id,
+        rec.task_group_id,
+        rec.scheduler_id,
+        rec.project_id,
+        rec.task_queue_id,
+        rec.priority,
+        rec.requires,
+        rec.retries_left,
+        rec.created,
+        rec.deadline,
+        rec.expires,
+        dumps(rec.definition),
+        dumps(rec.runs),
+        rec.state,
+        rec.taken_until,
+        rec.claimed_at,
+        rec.ever_resolved,
+        rec.version,
+    )
+
+
+async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> None:
+    """Write `change` in `tx`: the conditional update, claim index, dependency record and events."""
+    rec = change.record
+    if change.changed:
+        updated = await tx.execute(
+            "update_task",
+            rec.task_id,
+            old_version,
+            dumps(rec.runs),
+            rec.state,
+            rec.retries_left,
+            rec.taken_until,
+            rec.claimed_at,
+            rec.ever_resolved,
+            rec.priority,
+            rec.version,
+        )
+        if updated != 1:
+            raise RaceLost(rec.task_id)
+    if change.dequeue:
+        await tx.execute("delete_pending_for_task", rec.task_id)
+    if change.priority_changed:
+        await tx.execute("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
+    if change.enqueue_run is not None:
+        await enqueue_tx(q, tx, rec, change.enqueue_run)
+    if change.resolution is not None:
+        await tx.execute("insert_resolution", rec.task_id, rec.task_group_id, change.resolution)
+        tx.after_commit(q.resolutions_committed.set)
+    await publish_tx(q, tx, change.messages)
+
+
+async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
+    """Put a pending run in the claim index and wake a waiting worker once this commits."""
+    priority = task_definition.priority_rank(rec.priority)
+    await tx.execute("insert_pending", rec.task_id, run_id, rec.task_queue_id, priority, q.clock(), rec.deadline)
+    tx.notify(PENDING_CHANNEL, rec.task_queue_id)
+
+
+async def publish_tx(q: Queue, tx: Tx, messages: list[Any]) -> None:
+    if messages:
+        await outbox.append_tx(tx, messages)
+        tx.after_commit(q.events_committed)
+
+
+async def load(q: Queue, task_id: str) -> TaskRecord:
+    """The task, or 404."""
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_task", task_id)
+    if row is None:
+        raise ResourceNotFound(f"task {task_id} does not exist")
+    return record_from_row(row)
+
+
+async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
+    """Apply `step` to the task's record inside `tx` (the row is locked on PostgreSQL)."""
+    row = await tx.fetchrow("get_task_for_update", task_id)
+    if row is None:
+        raise ResourceNotFound(f"task {task_id} does not exist")
+    rec = record_from_row(row)
+    change = step(rec)
+    await apply_tx(q, tx, change, old_version=rec.version)
+    return change
+
+
+async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
+    """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
+    for _ in range(RACE_RETRIES):
+        try:
+            async with q.storage.transaction() as tx:
+                return await transition_tx(q, tx, task_id, step)
+        except RaceLost:
+            log.debug("lost a race on task %s; retrying", task_id)
+    raise Unavailable(f"task {task_id} is changing too often to update; try again")
+
+
+def status_of(change: Change) -> dict[str, Any]:
+    return {"status": change.record.status()}
+
+
+__all__ = ["Queue", "runs"]

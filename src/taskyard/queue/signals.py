@@ -1,0 +1,60 @@
+"""Wake-ups for claimWork: a waiting worker learns at once that its task queue has work.
+
+A commit that makes a run pending calls `notify(task_queue_id)` (in this process directly, in
+others through the database's notifications). Each notification wakes one waiter. A waiter
+that leaves without using a wake-up it received passes it on, so none is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class Waiter:
+    def __init__(self, signals: PendingSignals, task_queue_id: str) -> None:
+        self._signals = signals
+        self._task_queue_id = task_queue_id
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._used = False
+
+    async def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds; True if woken."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.future), timeout)
+        except TimeoutError:
+            return False
+        self._used = True
+        return True
+
+    def __enter__(self) -> Waiter:
+        self._signals._waiters.setdefault(self._task_queue_id, deque()).append(self.future)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.future.done():
+            self.future.cancel()
+        elif not self._used and not self.future.cancelled():
+            self._signals.notify(self._task_queue_id)
+
+
+class PendingSignals:
+    def __init__(self) -> None:
+        self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
+
+    def waiter(self, task_queue_id: str) -> Waiter:
+        """Register interest before looking for work, so a commit in between is not missed."""
+        return Waiter(self, task_queue_id)
+
+    def notify(self, task_queue_id: str) -> None:
+        """Wake one waiter of `task_queue_id`, if any is waiting."""
+        waiting = self._waiters.get(task_queue_id)
+        while waiting:
+            future = waiting.popleft()
+            if not future.done():
+                future.set_result(None)
+                return
+        self._waiters.pop(task_queue_id, None)
+
+    def waiting(self, task_queue_id: str) -> int:
+        return sum(1 for f in self._waiters.get(task_queue_id, ()) if not f.done())

@@ -1,0 +1,178 @@
+"""Defining tasks and acting on them as a user: create, read, schedule, rerun, cancel, reprioritise."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from taskyard.model import dates, runs, slugid, task_definition
+from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.messages import task_message
+from taskyard.model.runs import Change, TaskRecord
+from taskyard.queue import groups, service
+from taskyard.queue.service import Queue
+from taskyard.storage.port import Tx
+
+MAX_BULK_IDS = 1000
+
+
+def check_task_id(task_id: str, name: str = "taskId") -> str:
+    if not slugid.is_valid(task_id):
+        raise InvalidRequestArguments(f"{name} {task_id!r} is not a valid slugid (22 URL-safe base64 characters)")
+    return task_id
+
+
+def new_record(task_id: str, definition: dict[str, Any], retries: int) -> TaskRecord:
+    return TaskRecord(
+        task_id=task_id,
+        task_group_id=definition["taskGroupId"],
+        scheduler_id=definition["schedulerId"],
+        project_id=definition["projectId"],
+        task_queue_id=definition["taskQueueId"],
+        priority=definition["priority"],
+        requires=definition["requires"],
+        retries_left=retries,
+        created=dates.parse_iso(definition["created"]),
+        deadline=dates.parse_iso(definition["deadline"]),
+        expires=dates.parse_iso(definition["expires"]),
+        definition=definition,
+    )
+
+
+async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
+    """Define a task. Idempotent: the same definition again answers the current status; another, 409."""
+    check_task_id(task_id)
+    definition = task_definition.validate(
+        task_id, body, now=q.clock(), max_deadline_days=q.config.max_task_deadline_days
+    )
+    rec = new_record(task_id, definition, int(definition["retries"]))
+    async with q.storage.transaction() as tx:
+        row = await tx.fetchrow("get_task_for_update", task_id)
+        if row is not None:
+            return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
+        await groups.join_group_tx(q, tx, rec)
+        await service.insert_record_tx(tx, rec)
+        blocked = await _add_dependencies_tx(tx, rec)
+        defined = task_message("task-defined", rec.status(), rec.definition)
+        change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
+        change.messages.insert(0, defined)
+        await service.apply_tx(q, tx, change, old_version=rec.version)
+    return service.status_of(change)
+
+
+async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: dict[str, Any]) -> dict[str, Any]:
+    stored = {**rec.definition, "priority": definition["priority"]} if rec.ever_resolved else rec.definition
+    if stored != definition:
+        raise RequestConflict(f"task {rec.task_id} already exists with a different definition")
+    messages = [task_message("task-defined", rec.status(), rec.definition)]
+    if len(rec.runs) == 1 and rec.state == "pending":
+        messages.append(runs.pending_message(rec))
+    await service.publish_tx(q, tx, messages)
+    return {"status": rec.status()}
+
+
+async def _add_dependencies_tx(tx: Tx, rec: TaskRecord) -> bool:
+    """Record the task's dependency edges; True if any is still open (the task waits)."""
+    wanted = list(rec.definition["dependencies"])
+    if not wanted:
+        return False
+    others = [d for d in wanted if d != rec.task_id]
+    found = {r["task_id"]: r for r in await tx.fetch("lock_required_tasks", others)} if others else {}
+    missing = [d for d in others if d not in found]
+    if missing:
+        raise InputError(f"dependencies: task(s) {', '.join(missing[:10])} do not exist")
+    short = [d for d in others if found[d]["expires"] < rec.deadline]
+    if short:
+        raise InputError(f"dependencies: task(s) {', '.join(short[:10])} expire before this task's deadline")
+    edges = []
+    for dep in wanted:
+        state = found[dep]["state"] if dep in found else "unscheduled"
+        satisfied = state == "completed" or (rec.requires == "all-resolved" and state in ("failed", "exception"))
+        edges.append((dep, rec.task_id, rec.requires, satisfied, rec.expires))
+    await tx.executemany("insert_dependency", edges)
+    return not all(edge[3] for edge in edges)
+
+
+async def task(q: Queue, task_id: str) -> dict[str, Any]:
+    return service.definition_of(await service.load(q, check_task_id(task_id)))
+
+
+async def status(q: Queue, task_id: str) -> dict[str, Any]:
+    return {"status": (await service.load(q, check_task_id(task_id))).status()}
+
+
+async def records(q: Queue, task_ids: list[str]) -> list[TaskRecord]:
+    """The tasks that exist among `task_ids`; unknown ids are left out."""
+    if len(task_ids) > MAX_BULK_IDS:
+        raise InputError(f"taskIds may hold at most {MAX_BULK_IDS} ids")
+    async with q.storage.reader() as session:
+        rows = await session.fetch("get_tasks", list(dict.fromkeys(task_ids)))
+    return [service.record_from_row(r) for r in rows]
+
+
+def _open_before_deadline(q: Queue, rec: TaskRecord, action: str) -> None:
+    if rec.deadline <= q.clock():
+        raise RequestConflict(f"task {rec.task_id} is past its deadline; it cannot be {action}")
+
+
+async def schedule_task(q: Queue, task_id: str) -> dict[str, Any]:
+    """Give an unscheduled task its first run, whatever its dependencies say."""
+
+    def step(rec: TaskRecord) -> Change:
+        _open_before_deadline(q, rec, "scheduled")
+        return runs.schedule(rec, q.clock())
+
+    return service.status_of(await service.transition(q, check_task_id(task_id), step))
+
+
+async def rerun_task(q: Queue, task_id: str) -> dict[str, Any]:
+    def step(rec: TaskRecord) -> Change:
+        _open_before_deadline(q, rec, "rerun")
+        return runs.rerun(rec, q.clock())
+
+    return service.status_of(await service.transition(q, check_task_id(task_id), step))
+
+
+async def cancel_task(q: Queue, task_id: str) -> dict[str, Any]:
+    def step(rec: TaskRecord) -> Change:
+        _open_before_deadline(q, rec, "canceled")
+        return runs.cancel(rec, q.clock())
+
+    return service.status_of(await service.transition(q, check_task_id(task_id), step))
+
+
+def check_priority(value: object) -> str:
+    if value not in task_definition.PRIORITIES:
+        raise InputError(f"newPriority must be one of: {', '.join(task_definition.PRIORITIES)}")
+    return str(value)
+
+
+def reprioritise(rec: TaskRecord, new_priority: str) -> Change:
+    """The task with a new priority, and its task-priority-changed event."""
+    new = runs._fork(rec)
+    new.priority = new_priority
+    new.version += 1
+    extra = {"oldPriority": rec.priority, "newPriority": new_priority}
+    message = task_message("task-priority-changed", new.status(), new.definition, extra=extra)
+    message.body.pop("task", None)
+    return Change(new, [message], priority_changed=True)
+
+
+async def change_task_priority(q: Queue, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    new_priority = check_priority(body.get("newPriority"))
+
+    def step(rec: TaskRecord) -> Change:
+        _open_before_deadline(q, rec, "reprioritised")
+        if rec.ever_resolved:
+            raise RequestConflict(f"task {rec.task_id} is resolved; its priority can no longer change")
+        if rec.priority == new_priority:
+            raise RequestConflict(f"task {rec.task_id} already has priority {new_priority}")
+        return reprioritise(rec, new_priority)
+
+    return service.status_of(await service.transition(q, check_task_id(task_id), step))
+
+
+async def require(q: Queue, task_id: str) -> TaskRecord:
+    try:
+        return await service.load(q, task_id)
+    except ResourceNotFound:
+        raise ResourceNotFound(f"task {task_id} does not exist") from None

@@ -1,0 +1,253 @@
+"""Task queues, provisioners, worker types and workers: what the queue knows of who claims work."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import orjson
+
+from taskyard.model import dates
+from taskyard.model.errors import InputError, InvalidRequestArguments, ResourceNotFound
+from taskyard.queue import paging, service
+from taskyard.queue.service import Queue
+from taskyard.storage.port import Row, Tx
+
+IDENT = re.compile(r"^[a-zA-Z0-9-_]{1,38}$")
+WORKER_TYPE = re.compile(r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$")
+TASK_QUEUE_ID = re.compile(r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$")
+RECENT_TASKS = 20
+# Writes of lastDateActive for a task queue are throttled to one per this many ms per process.
+TASK_QUEUE_WRITE_EVERY = 60 * dates.SECOND
+
+
+def check(name: str, value: str, pattern: re.Pattern[str]) -> str:
+    if not pattern.match(value):
+        raise InvalidRequestArguments(f"{name} {value[:80]!r} must match {pattern.pattern}")
+    return value
+
+
+def check_task_queue_id(value: str) -> str:
+    return check("taskQueueId", value, TASK_QUEUE_ID)
+
+
+def split(task_queue_id: str) -> tuple[str, str]:
+    provisioner_id, worker_type = task_queue_id.split("/", 1)
+    return provisioner_id, worker_type
+
+
+async def quarantined(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> bool:
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_worker", task_queue_id, *worker)
+    return row is not None and (row["quarantine_until"] or 0) > q.clock()
+
+
+async def seen_tx(
+    q: Queue, tx: Tx, task_queue_id: str, worker: tuple[str, str], claimed: list[tuple[str, int]]
+) -> None:
+    """Record that `worker` was active and claimed `claimed` (keeping its last 20 tasks)."""
+    now = q.clock()
+    await _task_queue_seen_tx(q, tx, task_queue_id, now)
+    row = await tx.fetchrow("get_worker", task_queue_id, *worker)
+    recent = orjson.loads(row["recent_tasks"]) if row else []
+    recent = (recent + [{"taskId": t, "runId": r} for t, r in claimed])[-RECENT_TASKS:]
+    await tx.execute(
+        "upsert_worker",
+        task_queue_id,
+        *worker,
+        row["first_claim"] if row else now,
+        now,
+        max(now + dates.DAY, row["expires"] if row else 0),
+        row["quarantine_until"] if row else None,
+        row["quarantine_details"] if row else "[]",
+        service.dumps(recent),
+    )
+
+
+async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
+    last = q.task_queue_writes.get(task_queue_id, 0)
+    if now - last >= TASK_QUEUE_WRITE_EVERY:
+        await tx.execute("upsert_task_queue", task_queue_id, now + dates.DAY, now)
+        q.task_queue_writes[task_queue_id] = now
+
+
+def task_queue_body(row: Row) -> dict[str, Any]:
+    return {
+        "taskQueueId": row["task_queue_id"],
+        "stability": row["stability"],
+        "description": row["description"],
+        "expires": dates.to_iso(row["expires"]),
+        "lastDateActive": dates.to_iso(row["last_date_active"]),
+    }
+
+
+def worker_body(row: Row) -> dict[str, Any]:
+    provisioner_id, worker_type = split(row["task_queue_id"])
+    first_claim = row["first_claim"]
+    quarantine_until = row["quarantine_until"] or first_claim - 10 * 365 * dates.DAY
+    body = {
+        "provisionerId": provisioner_id,
+        "workerType": worker_type,
+        "workerGroup": row["worker_group"],
+        "workerId": row["worker_id"],
+        "recentTasks": orjson.loads(row["recent_tasks"]),
+        "expires": dates.to_iso(row["expires"]),
+        "firstClaim": dates.to_iso(first_claim),
+        "quarantineUntil": dates.to_iso(quarantine_until),
+        "quarantineDetails": orjson.loads(row["quarantine_details"]),
+    }
+    if row["last_date_active"] is not None:
+        body["lastDateActive"] = dates.to_iso(row["last_date_active"])
+    return body
+
+
+async def get_task_queue(q: Queue, task_queue_id: str) -> dict[str, Any]:
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_task_queue", check_task_queue_id(task_queue_id))
+    if row is None or row["expires"] < q.clock():
+        raise ResourceNotFound(f"task queue {task_queue_id} does not exist")
+    return task_queue_body(row)
+
+
+async def list_task_queues(q: Queue, query: paging.Query, prefix: str = "") -> list[Row]:
+    (last,) = paging.after(query, 1, [""])
+    async with q.storage.reader() as session:
+        if prefix:
+            return await session.fetch("list_task_queues_with_prefix", q.clock(), last, query.limit + 1, prefix)
+        return await session.fetch("list_task_queues", q.clock(), last, query.limit + 1)
+
+
+def page_of(key: str, rows: list[Row], bodies: list[Any], query: paging.Query, width: int = 1) -> dict[str, Any]:
+    last = [rows[query.limit - 1][0]] if len(rows) > query.limit else None
+    if width == 2 and last is not None:
+        row = rows[query.limit - 1]
+        last = [row["worker_group"], row["worker_id"]]
+    return paging.keyset_page(key, bodies, last, query.limit)
+
+
+async def list_task_queues_page(q: Queue, query: paging.Query) -> dict[str, Any]:
+    rows = await list_task_queues(q, query)
+    return page_of("taskQueues", rows, [task_queue_body(r) for r in rows], query)
+
+
+async def provisioners_page(q: Queue, query: paging.Query) -> dict[str, Any]:
+    """Provisioners are synthesised from task queues."""
+    rows = await list_task_queues(q, paging.Query(paging.MAX_LIMIT * 10, None))
+    seen: dict[str, Row] = {}
+    for row in rows:
+        seen.setdefault(split(row["task_queue_id"])[0], row)
+    names = sorted(seen)
+    start = paging.offset(query)
+    bodies = [_provisioner_body(n, seen[n]) for n in names[start : start + query.limit + 1]]
+    return paging.offset_page("provisioners", bodies, start, query.limit)
+
+
+def _provisioner_body(provisioner_id: str, row: Row) -> dict[str, Any]:
+    body = task_queue_body(row)
+    del body["taskQueueId"]
+    return {"provisionerId": provisioner_id, **body, "actions": []}
+
+
+async def get_provisioner(q: Queue, provisioner_id: str) -> dict[str, Any]:
+    check("provisionerId", provisioner_id, IDENT)
+    rows = await list_task_queues(q, paging.Query(1, None), prefix=provisioner_id + "/")
+    if not rows:
+        raise ResourceNotFound(f"provisioner {provisioner_id} does not exist")
+    return _provisioner_body(provisioner_id, rows[0])
+
+
+def worker_type_body(row: Row) -> dict[str, Any]:
+    provisioner_id, worker_type = split(row["task_queue_id"])
+    body = task_queue_body(row)
+    del body["taskQueueId"]
+    return {"provisionerId": provisioner_id, "workerType": worker_type, **body, "actions": []}
+
+
+async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) -> dict[str, Any]:
+    check("provisionerId", provisioner_id, IDENT)
+    rows = await list_task_queues(q, query, prefix=provisioner_id + "/")
+    return page_of("workerTypes", rows, [worker_type_body(r) for r in rows], query)
+
+
+async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> dict[str, Any]:
+    check("provisionerId", provisioner_id, IDENT)
+    check("workerType", worker_type, WORKER_TYPE)
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_task_queue", f"{provisioner_id}/{worker_type}")
+    if row is None or row["expires"] < q.clock():
+        raise ResourceNotFound(f"worker type {provisioner_id}/{worker_type} does not exist")
+    return worker_type_body(row)
+
+
+async def list_workers(q: Queue, task_queue_id: str, query: paging.Query, quarantined: str | None) -> dict[str, Any]:
+    last = paging.after(query, 2, ["", ""])
+    async with q.storage.reader() as session:
+        rows = await session.fetch("list_workers", task_queue_id, q.clock(), *last, query.limit + 1)
+    now = q.clock()
+    if quarantined in ("true", "false"):
+        want = quarantined == "true"
+        rows = [r for r in rows if ((r["quarantine_until"] or 0) > now) == want]
+    bodies = [_worker_summary(r) for r in rows]
+    return page_of("workers", rows, bodies, query, width=2)
+
+
+def _worker_summary(row: Row) -> dict[str, Any]:
+    body = worker_body(row)
+    summary = {k: body[k] for k in ("workerGroup", "workerId", "firstClaim", "quarantineUntil")}
+    if "lastDateActive" in body:
+        summary["lastDateActive"] = body["lastDateActive"]
+    if body["recentTasks"]:
+        summary["latestTask"] = body["recentTasks"][-1]
+    return summary
+
+
+async def get_worker(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> dict[str, Any]:
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_worker", task_queue_id, *worker)
+        queue_row = await session.fetchrow("get_task_queue", task_queue_id)
+    now = q.clock()
+    if row is None or queue_row is None or (row["expires"] < now and (row["quarantine_until"] or 0) < now):
+        raise ResourceNotFound(f"worker {worker[0]}/{worker[1]} of {task_queue_id} does not exist")
+    return worker_body(row)
+
+
+async def quarantine_worker(
+    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any], client_id: str
+) -> dict[str, Any]:
+    until = dates.parse_iso(body["quarantineUntil"])
+    now = q.clock()
+    async with q.storage.transaction() as tx:
+        row = await tx.fetchrow("get_worker", task_queue_id, *worker)
+        if row is None:
+            raise ResourceNotFound(f"worker {worker[0]}/{worker[1]} of {task_queue_id} does not exist")
+        details = orjson.loads(row["quarantine_details"])
+        details.append(
+            {
+                "clientId": client_id,
+                "updatedAt": dates.to_iso(now),
+                "quarantineUntil": dates.to_iso(until),
+                "quarantineInfo": body.get("quarantineInfo", ""),
+            }
+        )
+        await tx.execute(
+            "upsert_worker", task_queue_id, *worker, row["first_claim"], row["last_date_active"],
+            max(row["expires"], now + dates.DAY), until, service.dumps(details), row["recent_tasks"],
+        )
+    return await get_worker(q, task_queue_id, worker)
+
+
+async def declare_worker(q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    if not body:
+        raise InputError("declareWorker needs at least one property to declare (expires)")
+    expires = dates.parse_iso(body["expires"])
+    now = q.clock()
+    async with q.storage.transaction() as tx:
+        await tx.execute("upsert_task_queue", task_queue_id, expires, now)
+        row = await tx.fetchrow("get_worker", task_queue_id, *worker)
+        await tx.execute(
+            "upsert_worker", task_queue_id, *worker, row["first_claim"] if row else now, now, expires,
+            row["quarantine_until"] if row else None,
+            row["quarantine_details"] if row else "[]",
+            row["recent_tasks"] if row else "[]",
+        )
+    return await get_worker(q, task_queue_id, worker)

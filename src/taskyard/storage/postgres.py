@@ -1,0 +1,197 @@
+"""PostgreSQL adapter: the scale-out backend, through asyncpg.
+
+Several taskyard processes may share one database: races are settled by row locks and
+conditional updates, claims by `FOR UPDATE SKIP LOCKED`, and wake-ups cross processes by
+LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import asyncpg
+
+from taskyard.model import dates
+from taskyard.storage import _queries
+from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+
+log = logging.getLogger(__name__)
+_WORDS = {"BIGSERIAL": "BIGSERIAL PRIMARY KEY"}
+_MIGRATION_LOCK = 0x7A5C_0001
+
+
+@contextmanager
+def wrap_db_errors() -> Iterator[None]:
+    """Translate asyncpg's exceptions into the port's."""
+    try:
+        yield
+    except asyncpg.UniqueViolationError as exc:
+        raise UniqueViolation(f"conflicting row: {exc.detail or exc}") from exc
+    except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
+        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
+    except asyncpg.DeadlockDetectedError as exc:
+        raise DatabaseUnavailable("PostgreSQL detected a deadlock; try again") from exc
+
+
+class _Session:
+    def __init__(self, conn: asyncpg.Connection, queries: dict[str, str]) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._notes: list[tuple[str, str]] = []
+        self._callbacks: list[Callable[[], None]] = []
+
+    async def execute(self, name: str, *args: object) -> int:
+        with wrap_db_errors():
+            tag = await self._conn.execute(self._queries[name], *args)
+        last = tag.rsplit(" ", 1)[-1]
+        return int(last) if last.isdigit() else 0
+
+    async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        with wrap_db_errors():
+            await self._conn.executemany(self._queries[name], rows)
+
+    async def fetch(self, name: str, *args: object) -> list[Row]:
+        with wrap_db_errors():
+            return list(await self._conn.fetch(self._queries[name], *args))
+
+    async def fetchrow(self, name: str, *args: object) -> Row | None:
+        with wrap_db_errors():
+            row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
+            return row
+
+    async def fetchval(self, name: str, *args: object) -> Any:
+        with wrap_db_errors():
+            return await self._conn.fetchval(self._queries[name], *args)
+
+    def notify(self, channel: str, payload: str) -> None:
+        self._notes.append((channel, payload))
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+
+class PostgresStorage:
+    """Storage on a PostgreSQL database, shareable by many processes."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+        self.url_for_humans = _mask(dsn)
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._queries = _queries.load("postgres")
+        self._pool: asyncpg.Pool | None = None
+        self._listen_conn: asyncpg.Connection | None = None
+        self._listeners: dict[str, list[Listener]] = {}
+        # Notifications carry this token so a process can skip its own (it delivered them already).
+        self._token = f"{os.getpid()}-{id(self):x}"
+
+    async def open(self) -> PostgresStorage:
+        with wrap_db_errors():
+            self._pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self._pool_size)
+            await self._migrate()
+        return self
+
+    async def _migrate(self) -> None:
+        assert self._pool is not None
+        async with self._pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
+            )
+            applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            for version, name, statements in _queries.migrations(_WORDS):
+                if version in applied:
+                    continue
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations VALUES ($1, $2, $3)", version, name, dates.now_ms()
+                )
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        assert self._pool is not None, "storage is not open"
+        with wrap_db_errors():
+            conn = await self._pool.acquire()
+        try:
+            session = _Session(conn, self._queries)
+            with wrap_db_errors():
+                tx = conn.transaction()
+                await tx.start()
+            try:
+                yield session
+                for channel, payload in session._notes:
+                    await conn.execute("SELECT pg_notify($1, $2)", channel, f"{self._token}:{payload}")
+            except BaseException:
+                await tx.rollback()
+                raise
+            with wrap_db_errors():
+                await tx.commit()
+        finally:
+            await self._pool.release(conn)
+        self._deliver(session)
+
+    def _deliver(self, session: _Session) -> None:
+        for channel, payload in session._notes:
+            self._dispatch(channel, payload)
+        for callback in session._callbacks:
+            callback()
+
+    def _dispatch(self, channel: str, payload: str) -> None:
+        for listener in self._listeners.get(channel, ()):
+            listener(payload)
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[_Session]:
+        assert self._pool is not None, "storage is not open"
+        with wrap_db_errors():
+            conn = await self._pool.acquire()
+        try:
+            yield _Session(conn, self._queries)
+        finally:
+            await self._pool.release(conn)
+
+    async def listen(self, channel: str, listener: Listener) -> None:
+        if self._listen_conn is None:
+            with wrap_db_errors():
+                self._listen_conn = await asyncpg.connect(self._dsn)
+        if channel not in self._listeners:
+            self._listeners[channel] = []
+            await self._listen_conn.add_listener(channel, self._on_notification)
+        self._listeners[channel].append(listener)
+
+    def _on_notification(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
+        token, _, body = payload.partition(":")
+        if token != self._token:
+            self._dispatch(channel, body)
+
+    async def advisory_lock(self, tx: Tx, key: int) -> bool:
+        return bool(await tx.fetchval("try_advisory_xact_lock", key))
+
+    async def close(self) -> None:
+        if self._listen_conn is not None:
+            await self._listen_conn.close()
+            self._listen_conn = None
+        if self._pool is not None:
+            await asyncio.wait_for(self._pool.close(), timeout=10)
+            self._pool = None
+
+
+def _mask(dsn: str) -> str:
+    """The DSN with any password replaced, for logs and banners."""
+    if "@" not in dsn or "://" not in dsn:
+        return dsn
+    scheme, rest = dsn.split("://", 1)
+    creds, host = rest.rsplit("@", 1)
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}{':***' if ':' in creds else ''}@{host}"
+
+
+async def open_postgres(dsn: str) -> PostgresStorage:
+    """Connect to PostgreSQL at `dsn` and apply any pending migrations."""
+    return await PostgresStorage(dsn).open()

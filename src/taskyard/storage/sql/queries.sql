@@ -1,0 +1,174 @@
+-- Named queries shared by both dialects. `$n` parameters; instants are epoch milliseconds.
+
+-- name: insert_task
+INSERT INTO tasks (task_id, task_group_id, scheduler_id, project_id, task_queue_id, priority, requires,
+                   retries_left, created, deadline, expires, definition, runs, state, taken_until,
+                   claimed_at, ever_resolved, version)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+
+-- name: get_task
+SELECT * FROM tasks WHERE task_id = $1
+
+-- name: update_task
+UPDATE tasks
+   SET runs = $3, state = $4, retries_left = $5, taken_until = $6, claimed_at = $7,
+       ever_resolved = $8, priority = $9, version = $10
+ WHERE task_id = $1 AND version = $2
+
+-- name: insert_pending
+INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (task_id, run_id) DO NOTHING
+
+-- name: delete_pending_for_task
+DELETE FROM pending_runs WHERE task_id = $1
+
+-- name: update_pending_priority
+UPDATE pending_runs SET priority = $2 WHERE task_id = $1
+
+-- name: count_pending
+SELECT count(*) FROM pending_runs WHERE task_queue_id = $1
+
+-- name: list_pending
+SELECT p.task_id, p.run_id, p.inserted, t.definition
+  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+ WHERE p.task_queue_id = $1 AND (p.inserted > $2 OR (p.inserted = $2 AND p.task_id > $3))
+ ORDER BY p.inserted, p.task_id
+ LIMIT $4
+
+-- name: count_claimed
+SELECT count(*) FROM tasks WHERE task_queue_id = $1 AND state = 'running'
+
+-- name: list_claimed
+SELECT task_id, runs, claimed_at, definition
+  FROM tasks
+ WHERE task_queue_id = $1 AND state = 'running'
+   AND (claimed_at > $2 OR (claimed_at = $2 AND task_id > $3))
+ ORDER BY claimed_at, task_id
+ LIMIT $4
+
+-- name: insert_dependency
+INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
+VALUES ($1, $2, $3, $4, $5)
+
+-- name: count_open_dependencies
+SELECT count(*) FROM task_dependencies WHERE dependent_task_id = $1 AND NOT satisfied
+
+-- name: satisfy_dependencies
+UPDATE task_dependencies SET satisfied = TRUE
+ WHERE required_task_id = $1 AND NOT satisfied AND (requires = 'all-resolved' OR $2 = 'completed')
+RETURNING dependent_task_id
+
+-- name: list_dependents
+SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task_id
+ WHERE d.required_task_id = $1
+ ORDER BY d.dependent_task_id
+ LIMIT $3 OFFSET $2
+
+-- name: insert_resolution
+INSERT INTO task_resolutions (task_id, task_group_id, resolution) VALUES ($1, $2, $3)
+
+-- name: delete_resolution
+DELETE FROM task_resolutions WHERE id = $1
+
+-- name: get_group
+SELECT * FROM task_groups WHERE task_group_id = $1
+
+-- name: insert_group
+INSERT INTO task_groups (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
+
+-- name: extend_group
+UPDATE task_groups SET expires = $2 WHERE task_group_id = $1 AND expires < $2
+
+-- name: seal_group
+UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1 AND sealed IS NULL
+
+-- name: list_group_tasks
+SELECT * FROM tasks WHERE task_group_id = $1 ORDER BY task_id LIMIT $3 OFFSET $2
+
+-- name: group_size
+SELECT count(*) FROM tasks WHERE task_group_id = $1
+
+-- name: group_has_unresolved
+SELECT 1 FROM tasks WHERE task_group_id = $1 AND NOT ever_resolved LIMIT 1
+
+-- name: group_open_task_ids
+SELECT task_id FROM tasks
+ WHERE task_group_id = $1 AND state IN ('unscheduled', 'pending', 'running') AND deadline > $2
+ ORDER BY task_id
+
+-- name: get_task_queue
+SELECT * FROM task_queues WHERE task_queue_id = $1
+
+-- name: list_task_queues
+SELECT * FROM task_queues WHERE expires > $1 AND task_queue_id > $2 ORDER BY task_queue_id LIMIT $3
+
+-- name: list_task_queues_with_prefix
+SELECT * FROM task_queues
+ WHERE expires > $1 AND task_queue_id > $2 AND substr(task_queue_id, 1, length($4)) = $4
+ ORDER BY task_queue_id LIMIT $3
+
+-- name: upsert_task_queue
+INSERT INTO task_queues (task_queue_id, expires, last_date_active) VALUES ($1, $2, $3)
+ON CONFLICT (task_queue_id) DO UPDATE
+   SET expires = CASE WHEN task_queues.expires > excluded.expires THEN task_queues.expires
+                      ELSE excluded.expires END,
+       last_date_active = excluded.last_date_active
+
+-- name: get_worker
+SELECT * FROM workers WHERE task_queue_id = $1 AND worker_group = $2 AND worker_id = $3
+
+-- name: list_workers
+SELECT * FROM workers
+ WHERE task_queue_id = $1 AND (expires > $2 OR quarantine_until > $2)
+   AND (worker_group > $3 OR (worker_group = $3 AND worker_id > $4))
+ ORDER BY worker_group, worker_id LIMIT $5
+
+-- name: upsert_worker
+INSERT INTO workers (task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires,
+                     quarantine_until, quarantine_details, recent_tasks)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
+   SET last_date_active = excluded.last_date_active, expires = excluded.expires,
+       quarantine_until = excluded.quarantine_until, quarantine_details = excluded.quarantine_details,
+       recent_tasks = excluded.recent_tasks
+
+-- name: insert_event
+INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
+
+-- name: list_events
+SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id LIMIT $1
+
+-- name: delete_events_through
+DELETE FROM outbox WHERE id <= $1
+
+-- name: expired_claims
+SELECT task_id, taken_until FROM tasks
+ WHERE state = 'running' AND taken_until < $1
+ ORDER BY taken_until LIMIT $2
+
+-- name: overdue_tasks
+SELECT task_id, deadline FROM tasks
+ WHERE state IN ('unscheduled', 'pending', 'running') AND deadline < $1
+ ORDER BY deadline LIMIT $2
+
+-- name: expire_tasks
+DELETE FROM tasks WHERE expires < $1
+
+-- name: expire_pending
+DELETE FROM pending_runs WHERE deadline < $1
+
+-- name: expire_dependencies
+DELETE FROM task_dependencies WHERE expires < $1
+
+-- name: expire_groups
+DELETE FROM task_groups WHERE expires < $1
+
+-- name: expire_task_queues
+DELETE FROM task_queues WHERE expires < $1
+
+-- name: expire_workers
+DELETE FROM workers WHERE expires < $1 AND (quarantine_until IS NULL OR quarantine_until < $1)
+
+-- name: expire_group
+DELETE FROM task_groups WHERE task_group_id = $1

@@ -1,0 +1,170 @@
+"""SQLite adapter: the embedded default. One writer connection (WAL), one reader."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from taskyard.model import dates
+from taskyard.storage import _queries
+from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+
+_PARAM = re.compile(r"\$(\d+)")
+_WORDS = {"BIGSERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+
+
+@contextmanager
+def wrap_db_errors() -> Iterator[None]:
+    """Translate sqlite3's exceptions into the port's."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise UniqueViolation(f"conflicting row: {exc}") from exc
+    except sqlite3.OperationalError as exc:
+        raise DatabaseUnavailable(f"the SQLite database is unavailable: {exc}") from exc
+
+
+def _convert(sql: str) -> str:
+    return _PARAM.sub(r"?\1", sql)
+
+
+def _args(args: Sequence[object]) -> tuple[object, ...]:
+    # SQLite has no arrays: list parameters travel as JSON and are read with json_each().
+    return tuple(json.dumps(a) if isinstance(a, list | tuple) else a for a in args)
+
+
+class _Session:
+    def __init__(self, conn: aiosqlite.Connection, queries: dict[str, str]) -> None:
+        self._conn = conn
+        self._queries = queries
+        self._notes: list[tuple[str, str]] = []
+        self._callbacks: list[Callable[[], None]] = []
+
+    async def execute(self, name: str, *args: object) -> int:
+        with wrap_db_errors():
+            cursor = await self._conn.execute(self._queries[name], _args(args))
+            return cursor.rowcount
+
+    async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        with wrap_db_errors():
+            await self._conn.executemany(self._queries[name], [_args(r) for r in rows])
+
+    async def fetch(self, name: str, *args: object) -> list[Row]:
+        with wrap_db_errors():
+            cursor = await self._conn.execute(self._queries[name], _args(args))
+            return list(await cursor.fetchall())  # type: ignore[arg-type]
+
+    async def fetchrow(self, name: str, *args: object) -> Row | None:
+        with wrap_db_errors():
+            cursor = await self._conn.execute(self._queries[name], _args(args))
+            row = await cursor.fetchone()
+            return row  # type: ignore[return-value]
+
+    async def fetchval(self, name: str, *args: object) -> Any:
+        row = await self.fetchrow(name, *args)
+        return None if row is None else row[0]  # type: ignore[index]
+
+    def notify(self, channel: str, payload: str) -> None:
+        self._notes.append((channel, payload))
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self._callbacks.append(callback)
+
+
+class SQLiteStorage:
+    """Storage on one SQLite file. Transactions are serialised in this process (BEGIN IMMEDIATE)."""
+
+    def __init__(self, path: str) -> None:
+        self.url_for_humans = f"sqlite:///{path}"
+        self._path = path
+        self._queries = {k: _convert(v) for k, v in _queries.load("sqlite").items()}
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._listeners: dict[str, list[Listener]] = {}
+
+    async def open(self) -> SQLiteStorage:
+        if self._path != ":memory:":
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        self._writer = await self._connect()
+        await self._migrate()
+        self._reader = await self._connect()
+        return self
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self._path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=10000", "foreign_keys=OFF"):
+            await conn.execute(f"PRAGMA {pragma}")
+        return conn
+
+    async def _migrate(self) -> None:
+        assert self._writer is not None
+        conn = self._writer
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations "
+            "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
+        )
+        for version, name, statements in _queries.migrations(_WORDS):
+            await conn.execute("BEGIN IMMEDIATE")
+            cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
+            if await cursor.fetchone() is None:
+                for statement in statements:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, name, dates.now_ms())
+                )
+            await conn.execute("COMMIT")
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Tx]:
+        assert self._writer is not None, "storage is not open"
+        async with self._lock:
+            session = _Session(self._writer, self._queries)
+            with wrap_db_errors():
+                await self._writer.execute("BEGIN IMMEDIATE")
+            try:
+                yield session
+            except BaseException:
+                await self._writer.execute("ROLLBACK")
+                raise
+            with wrap_db_errors():
+                await self._writer.execute("COMMIT")
+        self._deliver(session)
+
+    def _deliver(self, session: _Session) -> None:
+        for channel, payload in session._notes:
+            for listener in self._listeners.get(channel, ()):
+                listener(payload)
+        for callback in session._callbacks:
+            callback()
+
+    @asynccontextmanager
+    async def reader(self) -> AsyncIterator[_Session]:
+        assert self._reader is not None, "storage is not open"
+        yield _Session(self._reader, self._queries)
+
+    async def listen(self, channel: str, listener: Listener) -> None:
+        self._listeners.setdefault(channel, []).append(listener)
+
+    async def advisory_lock(self, tx: Tx, key: int) -> bool:
+        return True  # BEGIN IMMEDIATE already excludes every other writer
+
+    async def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                await conn.close()
+        self._reader = self._writer = None
+
+
+async def open_sqlite(path: str) -> SQLiteStorage:
+    """Open (creating and migrating if needed) the SQLite database at `path`."""
+    return await SQLiteStorage(path).open()
