@@ -51,6 +51,11 @@ class MemoryBus:
             for exchange, pattern, handler in list(self._subscriptions):
                 if exchange == message.exchange and any(topic_matches(pattern, k) for k in keys):
                     await self._deliver(handler, message)
+            self._queue.task_done()
+
+    async def flush(self) -> None:
+        """Wait until every message published so far has been delivered."""
+        await self._queue.join()
 
     async def _deliver(self, handler: Handler, message: Message) -> None:
         try:

@@ -1,0 +1,173 @@
+"""Shared fixtures: real storage backends, a fake clock, a queue and its published events.
+
+PostgreSQL tests use the local server (TASKYARD_TEST_POSTGRES, default
+postgresql://postgres@127.0.0.1:5432/test): a template database is migrated once per
+session and cloned for every test. Without the server they skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from taskyard.config import QueueConfig
+from taskyard.events.memory import MemoryBus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.model import dates
+from taskyard.model.messages import EXCHANGES, Message
+from taskyard.queue.service import Queue
+from taskyard.storage import open_storage
+from taskyard.storage.port import Storage
+
+PG_URL = os.environ.get("TASKYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _pg_admin(sql: str) -> None:
+    import asyncpg
+
+    async def run() -> None:
+        conn = await asyncpg.connect(PG_URL, timeout=5)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run())
+
+
+def _pg_url(database: str) -> str:
+    return PG_URL.rsplit("/", 1)[0] + "/" + database
+
+
+def postgres_available() -> str | None:
+    """None if the test server answers, else why not."""
+    try:
+        _pg_admin("SELECT 1")
+    except Exception as exc:  # any failure to connect means: not available
+        return f"PostgreSQL at {PG_URL} is not available: {exc}"
+    return None
+
+
+def need_postgres() -> None:
+    reason = postgres_available()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_template() -> Iterator[str]:
+    """A migrated template database, made once per session."""
+    need_postgres()
+    name = f"taskyard_tpl_{uuid.uuid4().hex[:8]}"
+    _pg_admin(f"CREATE DATABASE {name}")
+
+    async def migrate() -> None:
+        storage = await open_storage(_pg_url(name))
+        await storage.close()
+
+    asyncio.run(migrate())
+    yield name
+    _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("template") / "template.sqlite3"
+
+    async def migrate() -> None:
+        storage = await open_storage(f"sqlite:///{path}")
+        await storage.close()
+
+    asyncio.run(migrate())
+    return path
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, migrated database of each backend for one test."""
+    if request.param == "sqlite":
+        path = tmp_path / "taskyard.sqlite3"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
+    template = request.getfixturevalue("pg_template")
+    name = f"taskyard_t_{uuid.uuid4().hex[:10]}"
+    _pg_admin(f"CREATE DATABASE {name} TEMPLATE {template}")
+    yield _pg_url(name)
+    _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@dataclass
+class FakeClock:
+    """Time that moves only when a test says so."""
+
+    now: int = field(default_factory=dates.now_ms)
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += int(seconds * 1000)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+async def storage(db_url: str) -> AsyncIterator[Storage]:
+    opened = await open_storage(db_url)
+    yield opened
+    await opened.close()
+
+
+@dataclass
+class Published:
+    """Events the queue published, in order, as the outbox relay delivered them."""
+
+    relay: OutboxRelay
+    bus: MemoryBus
+    messages: list[Message] = field(default_factory=list)
+
+    async def collect(self) -> list[Message]:
+        """Relay everything committed so far; answer all messages seen since the last call."""
+        while await self.relay.relay_once():
+            pass
+        await self.bus.flush()
+        seen = list(self.messages)
+        self.messages.clear()
+        return seen
+
+    async def exchanges(self) -> list[str]:
+        return [m.exchange for m in await self.collect()]
+
+
+@pytest.fixture
+async def queue(storage: Storage, clock: FakeClock) -> AsyncIterator[Queue]:
+    config = QueueConfig(claim_timeout=60, claim_work_timeout=0.5, resolver_interval=0.05)
+    q = Queue(storage, config, clock=clock)
+    q.credentials_issuer = ("static/taskyard/queue", "queue-token")
+    await q.start()
+    yield q
+
+
+@pytest.fixture
+async def published(queue: Queue, storage: Storage) -> AsyncIterator[Published]:
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus)
+    record = Published(relay, bus)
+    for exchange in EXCHANGES:
+        bus.subscribe(exchange, "#", record.messages.append)
+    yield record
+    await bus.close()
