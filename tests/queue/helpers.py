@@ -14,7 +14,12 @@ def definition(now: int, **overrides: Any) -> dict[str, Any]:
         "created": dates.to_iso(now),
         "deadline": dates.to_iso(now + dates.HOUR),
         "payload": {},
-        "metadata": {"name": "t", "description": "a test task", "owner": "dev@example.com", "source": "https://example.com/t"},
+        "metadata": {
+            "name": "t",
+            "description": "a test task",
+            "owner": "dev@example.com",
+            "source": "https://example.com/t",
+        },
     }
     body.update(overrides)
     return body

@@ -79,7 +79,9 @@ async def test_claimed_tasks_leave_the_pending_index(queue: Queue, clock: FakeCl
     assert await claims.claim_pending(queue, TQ, ("wg", "w2"), 5) == []
 
 
-async def test_report_repeats_are_idempotent_and_conflicts_409(queue: Queue, clock: FakeClock, published: Published) -> None:
+async def test_report_repeats_are_idempotent_and_conflicts_409(
+    queue: Queue, clock: FakeClock, published: Published
+) -> None:
     task_id = await create(queue, clock)
     await claim_one(queue)
     await claims.report(queue, task_id, 0, "failed", "failed")
@@ -98,8 +100,12 @@ async def test_report_on_pending_run_conflicts(queue: Queue, clock: FakeClock) -
         await claims.report(queue, task_id, 0, "completed", "completed")
 
 
-@pytest.mark.parametrize(("reason", "created"), [("worker-shutdown", "retry"), ("intermittent-task", "task-retry")])
-async def test_retrying_exceptions(queue: Queue, clock: FakeClock, published: Published, reason: str, created: str) -> None:
+@pytest.mark.parametrize(
+    ("reason", "created"), [("worker-shutdown", "retry"), ("intermittent-task", "task-retry")]
+)
+async def test_retrying_exceptions(
+    queue: Queue, clock: FakeClock, published: Published, reason: str, created: str
+) -> None:
     task_id = await create(queue, clock)
     await claim_one(queue)
     await published.collect()
@@ -121,7 +127,9 @@ async def test_no_retry_without_retries_left(queue: Queue, clock: FakeClock) -> 
     assert status["state"] == "exception" and len(status["runs"]) == 1
 
 
-async def test_claim_expiry_retries_then_resolves(queue: Queue, clock: FakeClock, published: Published) -> None:
+async def test_claim_expiry_retries_then_resolves(
+    queue: Queue, clock: FakeClock, published: Published
+) -> None:
     task_id = await create(queue, clock, retries=1)
     await claim_one(queue)
     clock.advance(queue.config.claim_timeout + 1)
@@ -148,7 +156,9 @@ async def test_reclaim_extends_the_claim(queue: Queue, clock: FakeClock) -> None
     assert await resolvers.resolve_expired_claims(queue) == 0
 
 
-async def test_cancel_pending_unscheduled_and_running(queue: Queue, clock: FakeClock, published: Published) -> None:
+async def test_cancel_pending_unscheduled_and_running(
+    queue: Queue, clock: FakeClock, published: Published
+) -> None:
     pending = await create(queue, clock)
     status = (await tasks.cancel_task(queue, pending))["status"]
     assert status["runs"][0]["reasonCreated"] == "scheduled"
@@ -160,7 +170,9 @@ async def test_cancel_pending_unscheduled_and_running(queue: Queue, clock: FakeC
     blocked = new_id()
     await tasks.create_task(queue, blocked, definition(clock.now, dependencies=[blocked]))
     run = (await tasks.cancel_task(queue, blocked))["status"]["runs"]
-    assert run == [{**run[0], "reasonCreated": "exception", "reasonResolved": "canceled", "state": "exception"}]
+    assert run == [
+        {**run[0], "reasonCreated": "exception", "reasonResolved": "canceled", "state": "exception"}
+    ]
 
     running = await create(queue, clock)
     await claim_one(queue)
@@ -216,7 +228,10 @@ async def test_dependencies_all_completed_and_all_resolved(queue: Queue, clock: 
     y = await create(queue, clock, taskGroupId=group, dependencies=[parent_bad], requires="all-resolved")
     z = await create(queue, clock, taskGroupId=group, dependencies=[parent_bad])
     assert (await tasks.status(queue, x))["status"]["state"] == "unscheduled"
-    assert {c["status"]["taskId"] for c in await claims.claim_pending(queue, TQ, WORKER, 5)} == {parent_ok, parent_bad}
+    assert {c["status"]["taskId"] for c in await claims.claim_pending(queue, TQ, WORKER, 5)} == {
+        parent_ok,
+        parent_bad,
+    }
     await claims.report(queue, parent_ok, 0, "completed", "completed")
     await claims.report(queue, parent_bad, 0, "failed", "failed")
     await resolvers.resolve_dependencies(queue)

@@ -99,9 +99,7 @@ async def _authenticate(services: Services, route: Route, request: Request, raw:
         return ""
     who = await services.authenticate(hawk_request(request, raw))
     if who is None:
-        raise AuthenticationFailed(
-            "this request needs credentials: sign it with Hawk (scope enforcement arrives with the auth service)"
-        )
+        raise AuthenticationFailed("this request needs credentials: sign it with Hawk")
     return who.client_id
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskyard.api.routing import Call, Reply, Route, run_id
+from taskyard.api.routing import Call, Route, run_id
 from taskyard.model import schema
 from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.task_definition import PRIORITIES
@@ -100,7 +100,9 @@ async def change_task_priority(call: Call) -> Any:
 
 
 async def change_task_group_priority(call: Call) -> Any:
-    return await groups.change_task_group_priority(_q(call), call.params["taskGroupId"], call.body["newPriority"])
+    return await groups.change_task_group_priority(
+        _q(call), call.params["taskGroupId"], call.body["newPriority"]
+    )
 
 
 async def claim_work(call: Call) -> Any:
@@ -216,7 +218,12 @@ async def empty(call: Call) -> Any:
 async def version(call: Call) -> Any:
     from taskyard import __version__
 
-    return {"source": "https://github.com/taskyard/taskyard", "version": __version__, "commit": "", "build": ""}
+    return {
+        "source": "https://github.com/taskyard/taskyard",
+        "version": __version__,
+        "commit": "",
+        "build": "",
+    }
 
 
 def _as_resolver(name: str) -> dict[str, list[Any]]:
@@ -238,7 +245,11 @@ CREATE_TASK_SCOPES = {
         {"for": "route", "in": "routes", "each": "queue:route:<route>"},
         "queue:create-task:project:<projectId>",
         "queue:scheduler-id:<schedulerId>",
-        {"AnyOf": [{"for": "priority", "in": "priorities", "each": "queue:create-task:<priority>:<taskQueueId>"}]},
+        {
+            "AnyOf": [
+                {"for": "priority", "in": "priorities", "each": "queue:create-task:<priority>:<taskQueueId>"}
+            ]
+        },
     ]
 }
 
@@ -248,38 +259,235 @@ ROUTES = [
     Route("GET", "/__lbheartbeat__", "lbheartbeat", empty),
     Route("GET", "/__version__", "version", version),
     Route("GET", "/task/{taskId}", "task", task, "queue:get-task:<taskId>"),
-    Route("POST", "/tasks", "tasks", bulk_tasks, {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:get-task:<taskId>"}]}, TASK_IDS, "experimental"),
-    Route("POST", "/tasks/status", "statuses", bulk_statuses, {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:status:<taskId>"}]}, TASK_IDS, "experimental"),
+    Route(
+        "POST",
+        "/tasks",
+        "tasks",
+        bulk_tasks,
+        {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:get-task:<taskId>"}]},
+        TASK_IDS,
+        "experimental",
+    ),
+    Route(
+        "POST",
+        "/tasks/status",
+        "statuses",
+        bulk_statuses,
+        {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:status:<taskId>"}]},
+        TASK_IDS,
+        "experimental",
+    ),
     Route("GET", "/task/{taskId}/status", "status", status, "queue:status:<taskId>"),
-    Route("GET", "/task-group/{taskGroupId}/list", "listTaskGroup", list_task_group, "queue:list-task-group:<taskGroupId>"),
-    Route("GET", "/task-group/{taskGroupId}", "getTaskGroup", get_task_group, "queue:list-task-group:<taskGroupId>"),
-    Route("POST", "/task-group/{taskGroupId}/seal", "sealTaskGroup", seal_task_group, "queue:seal-task-group:<schedulerId>/<taskGroupId>", stability="experimental"),
-    Route("POST", "/task-group/{taskGroupId}/cancel", "cancelTaskGroup", cancel_task_group, "queue:cancel-task-group:<schedulerId>/<taskGroupId>", stability="experimental"),
-    Route("POST", "/task-group/{taskGroupId}/priority", "changeTaskGroupPriority", change_task_group_priority, "queue:change-task-group-priority:<schedulerId>/<taskGroupId>", PRIORITY, "experimental"),
-    Route("GET", "/task/{taskId}/dependents", "listDependentTasks", list_dependent_tasks, "queue:list-dependent-tasks:<taskId>"),
+    Route(
+        "GET",
+        "/task-group/{taskGroupId}/list",
+        "listTaskGroup",
+        list_task_group,
+        "queue:list-task-group:<taskGroupId>",
+    ),
+    Route(
+        "GET",
+        "/task-group/{taskGroupId}",
+        "getTaskGroup",
+        get_task_group,
+        "queue:list-task-group:<taskGroupId>",
+    ),
+    Route(
+        "POST",
+        "/task-group/{taskGroupId}/seal",
+        "sealTaskGroup",
+        seal_task_group,
+        "queue:seal-task-group:<schedulerId>/<taskGroupId>",
+        stability="experimental",
+    ),
+    Route(
+        "POST",
+        "/task-group/{taskGroupId}/cancel",
+        "cancelTaskGroup",
+        cancel_task_group,
+        "queue:cancel-task-group:<schedulerId>/<taskGroupId>",
+        stability="experimental",
+    ),
+    Route(
+        "POST",
+        "/task-group/{taskGroupId}/priority",
+        "changeTaskGroupPriority",
+        change_task_group_priority,
+        "queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
+        PRIORITY,
+        "experimental",
+    ),
+    Route(
+        "GET",
+        "/task/{taskId}/dependents",
+        "listDependentTasks",
+        list_dependent_tasks,
+        "queue:list-dependent-tasks:<taskId>",
+    ),
     Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES),
     Route("POST", "/task/{taskId}/schedule", "scheduleTask", schedule_task, _as_resolver("schedule-task")),
     Route("POST", "/task/{taskId}/rerun", "rerunTask", rerun_task, _as_resolver("rerun-task")),
     Route("POST", "/task/{taskId}/cancel", "cancelTask", cancel_task, _as_resolver("cancel-task")),
-    Route("POST", "/task/{taskId}/priority", "changeTaskPriority", change_task_priority, {"AnyOf": ["queue:change-task-priority:<taskId>", "queue:change-task-priority-in-queue:<taskQueueId>"]}, PRIORITY, "experimental"),
-    Route("POST", "/claim-work/{taskQueueId:path}", "claimWork", claim_work, {"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]}, CLAIM_WORK),
-    Route("POST", RUN + "/claim", "claimTask", claim_task, {"AllOf": ["queue:claim-task:<provisionerId>/<workerType>", "queue:worker-id:<workerGroup>/<workerId>"]}, CLAIM_TASK, "deprecated"),
+    Route(
+        "POST",
+        "/task/{taskId}/priority",
+        "changeTaskPriority",
+        change_task_priority,
+        {
+            "AnyOf": [
+                "queue:change-task-priority:<taskId>",
+                "queue:change-task-priority-in-queue:<taskQueueId>",
+            ]
+        },
+        PRIORITY,
+        "experimental",
+    ),
+    Route(
+        "POST",
+        "/claim-work/{taskQueueId:path}",
+        "claimWork",
+        claim_work,
+        {"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]},
+        CLAIM_WORK,
+    ),
+    Route(
+        "POST",
+        RUN + "/claim",
+        "claimTask",
+        claim_task,
+        {
+            "AllOf": [
+                "queue:claim-task:<provisionerId>/<workerType>",
+                "queue:worker-id:<workerGroup>/<workerId>",
+            ]
+        },
+        CLAIM_TASK,
+        "deprecated",
+    ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
-    Route("POST", RUN + "/completed", "reportCompleted", report_completed, "queue:resolve-task:<taskId>/<runId>"),
+    Route(
+        "POST", RUN + "/completed", "reportCompleted", report_completed, "queue:resolve-task:<taskId>/<runId>"
+    ),
     Route("POST", RUN + "/failed", "reportFailed", report_failed, "queue:resolve-task:<taskId>/<runId>"),
-    Route("POST", RUN + "/exception", "reportException", report_exception, "queue:resolve-task:<taskId>/<runId>", EXCEPTION),
-    Route("GET", "/pending/{taskQueueId:path}", "pendingTasks", pending_tasks, "queue:pending-count:<taskQueueId>", stability="deprecated"),
-    Route("GET", "/task-queues/{taskQueueId:path}/counts", "taskQueueCounts", task_queue_counts, {"AllOf": ["queue:pending-count:<taskQueueId>", "queue:claimed-count:<taskQueueId>"]}),
-    Route("GET", "/task-queues/{taskQueueId:path}/pending", "listPendingTasks", list_pending_tasks, "queue:pending-list:<taskQueueId>", stability="experimental"),
-    Route("GET", "/task-queues/{taskQueueId:path}/claimed", "listClaimedTasks", list_claimed_tasks, "queue:claimed-list:<taskQueueId>", stability="experimental"),
+    Route(
+        "POST",
+        RUN + "/exception",
+        "reportException",
+        report_exception,
+        "queue:resolve-task:<taskId>/<runId>",
+        EXCEPTION,
+    ),
+    Route(
+        "GET",
+        "/pending/{taskQueueId:path}",
+        "pendingTasks",
+        pending_tasks,
+        "queue:pending-count:<taskQueueId>",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        "/task-queues/{taskQueueId:path}/counts",
+        "taskQueueCounts",
+        task_queue_counts,
+        {"AllOf": ["queue:pending-count:<taskQueueId>", "queue:claimed-count:<taskQueueId>"]},
+    ),
+    Route(
+        "GET",
+        "/task-queues/{taskQueueId:path}/pending",
+        "listPendingTasks",
+        list_pending_tasks,
+        "queue:pending-list:<taskQueueId>",
+        stability="experimental",
+    ),
+    Route(
+        "GET",
+        "/task-queues/{taskQueueId:path}/claimed",
+        "listClaimedTasks",
+        list_claimed_tasks,
+        "queue:claimed-list:<taskQueueId>",
+        stability="experimental",
+    ),
     Route("GET", "/task-queues", "listTaskQueues", list_task_queues, "queue:list-task-queues"),
-    Route("GET", "/task-queues/{taskQueueId:path}", "getTaskQueue", get_task_queue, "queue:get-task-queue:<taskQueueId>"),
-    Route("GET", "/provisioners", "listProvisioners", list_provisioners, "queue:list-provisioners", stability="deprecated"),
-    Route("GET", "/provisioners/{provisionerId}", "getProvisioner", get_provisioner, "queue:get-provisioner:<provisionerId>", stability="deprecated"),
-    Route("GET", "/provisioners/{provisionerId}/worker-types", "listWorkerTypes", list_worker_types, "queue:list-worker-types:<provisionerId>", stability="deprecated"),
-    Route("GET", "/provisioners/{provisionerId}/worker-types/{workerType}", "getWorkerType", get_worker_type, "queue:get-worker-type:<provisionerId>/<workerType>", stability="deprecated"),
-    Route("GET", "/provisioners/{provisionerId}/worker-types/{workerType}/workers", "listWorkers", list_workers, "queue:list-workers:<provisionerId>/<workerType>", stability="deprecated"),
-    Route("GET", WORKER_PATH, "getWorker", get_worker, "queue:get-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>", stability="deprecated"),
-    Route("PUT", WORKER_PATH, "quarantineWorker", quarantine_worker, "queue:quarantine-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>", QUARANTINE, "experimental"),
-    Route("PUT", "/provisioners/{provisionerId}/worker-types/{workerType}/{workerGroup}/{workerId}", "declareWorker", declare_worker, {"AllOf": [{"for": "property", "in": "properties", "each": "queue:declare-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>#<property>"}]}, DECLARE, "experimental"),
+    Route(
+        "GET",
+        "/task-queues/{taskQueueId:path}",
+        "getTaskQueue",
+        get_task_queue,
+        "queue:get-task-queue:<taskQueueId>",
+    ),
+    Route(
+        "GET",
+        "/provisioners",
+        "listProvisioners",
+        list_provisioners,
+        "queue:list-provisioners",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        "/provisioners/{provisionerId}",
+        "getProvisioner",
+        get_provisioner,
+        "queue:get-provisioner:<provisionerId>",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        "/provisioners/{provisionerId}/worker-types",
+        "listWorkerTypes",
+        list_worker_types,
+        "queue:list-worker-types:<provisionerId>",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        "/provisioners/{provisionerId}/worker-types/{workerType}",
+        "getWorkerType",
+        get_worker_type,
+        "queue:get-worker-type:<provisionerId>/<workerType>",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        "/provisioners/{provisionerId}/worker-types/{workerType}/workers",
+        "listWorkers",
+        list_workers,
+        "queue:list-workers:<provisionerId>/<workerType>",
+        stability="deprecated",
+    ),
+    Route(
+        "GET",
+        WORKER_PATH,
+        "getWorker",
+        get_worker,
+        "queue:get-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>",
+        stability="deprecated",
+    ),
+    Route(
+        "PUT",
+        WORKER_PATH,
+        "quarantineWorker",
+        quarantine_worker,
+        "queue:quarantine-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>",
+        QUARANTINE,
+        "experimental",
+    ),
+    Route(
+        "PUT",
+        "/provisioners/{provisionerId}/worker-types/{workerType}/{workerGroup}/{workerId}",
+        "declareWorker",
+        declare_worker,
+        {
+            "AllOf": [
+                {
+                    "for": "property",
+                    "in": "properties",
+                    "each": "queue:declare-worker:<provisionerId>/<workerType>/<workerGroup>/<workerId>#<property>",
+                }
+            ]
+        },
+        DECLARE,
+        "experimental",
+    ),
 ]

@@ -73,7 +73,9 @@ def check_params(params: dict[str, str]) -> dict[str, str]:
     for name, value in params.items():
         pattern = _COMPILED.get(name)
         if pattern is not None and not pattern.match(value):
-            raise InvalidRequestArguments(f"URL parameter {name} {value[:80]!r} must match {PARAM_PATTERNS[name]}")
+            raise InvalidRequestArguments(
+                f"URL parameter {name} {value[:80]!r} must match {PARAM_PATTERNS[name]}"
+            )
     return params
 
 

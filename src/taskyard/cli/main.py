@@ -45,7 +45,10 @@ def banner(config: ServerConfig) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         config = options.server_config(options.resolve(args, os.environ), os.environ)
         from taskyard.cli.serve import serve

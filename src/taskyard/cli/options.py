@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -17,10 +16,19 @@ def env_name(dest: str) -> str:
     return "TASKYARD_" + dest.upper()
 
 
-def add(parser: argparse.ArgumentParser, flag: str, *, help: str, default: Any = None, type: Callable[[str], Any] = str) -> None:
+def add(
+    parser: argparse.ArgumentParser,
+    flag: str,
+    *,
+    help: str,
+    default: Any = None,
+    type: Callable[[str], Any] = str,
+) -> None:
     """An option whose default comes from its environment variable; `--help` names the variable."""
     dest = flag.lstrip("-").replace("-", "_")
-    parser.add_argument(flag, dest=dest, default=None, type=type, help=f"{help} [env {env_name(dest)}; default {default!r}]")
+    parser.add_argument(
+        flag, dest=dest, default=None, type=type, help=f"{help} [env {env_name(dest)}; default {default!r}]"
+    )
     parser.set_defaults(**{f"_default_{dest}": (default, type)})
 
 
@@ -44,10 +52,33 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     add(parser, "--port", help="port to listen on", default=8080, type=int)
     add(parser, "--public-url", help="root URL clients use, if not http://HOST:PORT", default="")
     add(parser, "--data-dir", help="directory for the SQLite database and the root token", default="./data")
-    add(parser, "--db", help="sqlite:///relative/path, sqlite:////absolute/path or postgresql://...", default="")
-    add(parser, "--claim-timeout", help="seconds a claim lasts before it must be reclaimed", default=1200, type=int)
-    add(parser, "--deadline-delay", help="seconds past a deadline before the task is resolved", default=0.0, type=float)
-    add(parser, "--resolver-interval", help="seconds between resolver passes when idle", default=1.0, type=float)
+    add(
+        parser,
+        "--db",
+        help="sqlite:///relative/path, sqlite:////absolute/path or postgresql://...",
+        default="",
+    )
+    add(
+        parser,
+        "--claim-timeout",
+        help="seconds a claim lasts before it must be reclaimed",
+        default=1200,
+        type=int,
+    )
+    add(
+        parser,
+        "--deadline-delay",
+        help="seconds past a deadline before the task is resolved",
+        default=0.0,
+        type=float,
+    )
+    add(
+        parser,
+        "--resolver-interval",
+        help="seconds between resolver passes when idle",
+        default=1.0,
+        type=float,
+    )
     add(parser, "--claim-work-timeout", help="seconds claimWork waits for a task", default=20.0, type=float)
 
 

@@ -82,7 +82,9 @@ async def serve(config: ServerConfig, *, banner: str | None = None) -> None:
     """Serve the API until interrupted."""
     app = application(config)
     server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on")
+        uvicorn.Config(
+            app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on"
+        )
     )
     if banner:
         print(banner, flush=True)

@@ -9,6 +9,7 @@ time across processes (an advisory lock), which keeps the order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Sequence
 
@@ -53,10 +54,8 @@ class OutboxRelay:
                     pass
             except Exception:
                 log.exception("outbox relay failed; retrying")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._idle)
-            except TimeoutError:
-                pass
             self._wake.clear()
 
     async def relay_once(self) -> int:

@@ -6,8 +6,9 @@ change with a conditional update on the record's `version`, so that of two racin
 transitions only one commits; the other is recomputed on the fresh record.
 
     (no runs) --schedule/rerun--> pending --claim--> running --report*--> completed | failed | exception
-        |                            |                  |--claim expired / worker-shutdown / intermittent-task
-        |                            |                  |      --> exception, plus a new pending run while retries last
+        |                            |                  |-- claim expired, worker-shutdown,
+        |                            |                  |   intermittent-task: exception, and a new
+        |                            |                  |   pending run while retries last
         +--cancel/deadline--> exception   <--cancel/deadline--+
     resolved --rerun--> new pending run
 """

@@ -84,7 +84,9 @@ async def claim_pending(
             if rec is not None:
                 claimed.append(rec)
         if claimed:
-            await workers.seen_tx(q, tx, task_queue_id, worker, [(r.task_id, len(r.runs) - 1) for r in claimed])
+            await workers.seen_tx(
+                q, tx, task_queue_id, worker, [(r.task_id, len(r.runs) - 1) for r in claimed]
+            )
     return [_claim_body(q, rec, len(rec.runs) - 1, worker) for rec in claimed]
 
 

@@ -67,7 +67,9 @@ async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> 
         body = group_body(await _get(session, task_group_id))
         offset = paging.offset(query)
         rows = await session.fetch("list_group_tasks", task_group_id, offset, query.limit + 1)
-    tasks = [{"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)]
+    tasks = [
+        {"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)
+    ]
     return {**body, **paging.offset_page("tasks", tasks, offset, query.limit)}
 
 
@@ -91,7 +93,9 @@ async def cancel_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
         size = await session.fetchval("group_size", task_group_id)
-        open_ids = [r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())]
+        open_ids = [
+            r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
+        ]
     if row["sealed"] is None:
         raise RequestConflict(f"task group {task_group_id} must be sealed before it can be cancelled")
     cancelled = []
@@ -124,7 +128,9 @@ async def change_task_group_priority(q: Queue, task_group_id: str, new_priority:
 
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
-        open_ids = [r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())]
+        open_ids = [
+            r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
+        ]
     affected = []
     for task_id in open_ids:
 

@@ -48,7 +48,11 @@ async def list_pending(q: Queue, task_queue_id: str, query: paging.Query) -> dic
         }
         for r in rows
     ]
-    last = [rows[query.limit - 1]["inserted"], rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
+    last = (
+        [rows[query.limit - 1]["inserted"], rows[query.limit - 1]["task_id"]]
+        if len(rows) > query.limit
+        else None
+    )
     return paging.keyset_page("tasks", tasks, last, query.limit)
 
 
@@ -71,7 +75,11 @@ async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> dic
                 "task": orjson.loads(r["definition"]),
             }
         )
-    last = [rows[query.limit - 1]["claimed_at"], rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
+    last = (
+        [rows[query.limit - 1]["claimed_at"], rows[query.limit - 1]["task_id"]]
+        if len(rows) > query.limit
+        else None
+    )
     return paging.keyset_page("tasks", tasks, last, query.limit)
 
 
@@ -81,5 +89,7 @@ async def list_dependents(q: Queue, task_id: str, query: paging.Query) -> dict[s
     start = paging.offset(query)
     async with q.storage.reader() as session:
         rows = await session.fetch("list_dependents", task_id, start, query.limit + 1)
-    tasks = [{"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)]
+    tasks = [
+        {"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)
+    ]
     return {"taskId": task_id, **paging.offset_page("tasks", tasks, start, query.limit)}

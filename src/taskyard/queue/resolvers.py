@@ -8,6 +8,7 @@ only one process win; the losers see the new state and leave it alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -91,13 +92,21 @@ async def sweep_expired(q: Queue) -> int:
     cutoff = q.clock() - EXPIRY_GRACE_MS
     total = 0
     async with q.storage.transaction() as tx:
-        for name in ("expire_tasks", "expire_dependencies", "expire_groups", "expire_task_queues", "expire_workers"):
+        for name in (
+            "expire_tasks",
+            "expire_dependencies",
+            "expire_groups",
+            "expire_task_queues",
+            "expire_workers",
+        ):
             total += await tx.execute(name, cutoff)
         total += await tx.execute("expire_pending", q.clock())
     return total
 
 
-async def run_forever(name: str, work: Callable[[], Awaitable[int]], interval: float, wake: asyncio.Event | None = None) -> None:
+async def run_forever(
+    name: str, work: Callable[[], Awaitable[int]], interval: float, wake: asyncio.Event | None = None
+) -> None:
     """Run `work` until cancelled: again at once while it finds work, else after `interval` or a wake-up."""
     while True:
         try:
@@ -108,10 +117,8 @@ async def run_forever(name: str, work: Callable[[], Awaitable[int]], interval: f
         if wake is None:
             await asyncio.sleep(interval)
             continue
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), interval)
-        except TimeoutError:
-            pass
         wake.clear()
 
 

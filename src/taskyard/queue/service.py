@@ -141,7 +141,9 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     """Put a pending run in the claim index and wake a waiting worker once this commits."""
     priority = task_definition.priority_rank(rec.priority)
-    await tx.execute("insert_pending", rec.task_id, run_id, rec.task_queue_id, priority, q.clock(), rec.deadline)
+    await tx.execute(
+        "insert_pending", rec.task_id, run_id, rec.task_queue_id, priority, q.clock(), rec.deadline
+    )
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 

@@ -17,7 +17,9 @@ MAX_BULK_IDS = 1000
 
 def check_task_id(task_id: str, name: str = "taskId") -> str:
     if not slugid.is_valid(task_id):
-        raise InvalidRequestArguments(f"{name} {task_id!r} is not a valid slugid (22 URL-safe base64 characters)")
+        raise InvalidRequestArguments(
+            f"{name} {task_id!r} is not a valid slugid (22 URL-safe base64 characters)"
+        )
     return task_id
 
 
@@ -86,7 +88,9 @@ async def _add_dependencies_tx(tx: Tx, rec: TaskRecord) -> bool:
     edges = []
     for dep in wanted:
         state = found[dep]["state"] if dep in found else "unscheduled"
-        satisfied = state == "completed" or (rec.requires == "all-resolved" and state in ("failed", "exception"))
+        satisfied = state == "completed" or (
+            rec.requires == "all-resolved" and state in ("failed", "exception")
+        )
         edges.append((dep, rec.task_id, rec.requires, satisfied, rec.expires))
     await tx.executemany("insert_dependency", edges)
     return not all(edge[3] for edge in edges)

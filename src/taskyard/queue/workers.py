@@ -113,21 +113,23 @@ async def list_task_queues(q: Queue, query: paging.Query, prefix: str = "") -> l
     (last,) = paging.after(query, 1, [""])
     async with q.storage.reader() as session:
         if prefix:
-            return await session.fetch("list_task_queues_with_prefix", q.clock(), last, query.limit + 1, prefix)
+            return await session.fetch(
+                "list_task_queues_with_prefix", q.clock(), last, query.limit + 1, prefix
+            )
         return await session.fetch("list_task_queues", q.clock(), last, query.limit + 1)
 
 
-def page_of(key: str, rows: list[Row], bodies: list[Any], query: paging.Query, width: int = 1) -> dict[str, Any]:
-    last = [rows[query.limit - 1][0]] if len(rows) > query.limit else None
-    if width == 2 and last is not None:
-        row = rows[query.limit - 1]
-        last = [row["worker_group"], row["worker_id"]]
+def page_of(
+    key: str, rows: list[Row], bodies: list[Any], query: paging.Query, columns: tuple[str, ...]
+) -> dict[str, Any]:
+    """A keyset page; the token holds `columns` of the last row shown."""
+    last = [rows[query.limit - 1][c] for c in columns] if len(rows) > query.limit else None
     return paging.keyset_page(key, bodies, last, query.limit)
 
 
 async def list_task_queues_page(q: Queue, query: paging.Query) -> dict[str, Any]:
     rows = await list_task_queues(q, query)
-    return page_of("taskQueues", rows, [task_queue_body(r) for r in rows], query)
+    return page_of("taskQueues", rows, [task_queue_body(r) for r in rows], query, ("task_queue_id",))
 
 
 async def provisioners_page(q: Queue, query: paging.Query) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def worker_type_body(row: Row) -> dict[str, Any]:
 async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) -> dict[str, Any]:
     check("provisionerId", provisioner_id, IDENT)
     rows = await list_task_queues(q, query, prefix=provisioner_id + "/")
-    return page_of("workerTypes", rows, [worker_type_body(r) for r in rows], query)
+    return page_of("workerTypes", rows, [worker_type_body(r) for r in rows], query, ("task_queue_id",))
 
 
 async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> dict[str, Any]:
@@ -179,7 +181,9 @@ async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> di
     return worker_type_body(row)
 
 
-async def list_workers(q: Queue, task_queue_id: str, query: paging.Query, quarantined: str | None) -> dict[str, Any]:
+async def list_workers(
+    q: Queue, task_queue_id: str, query: paging.Query, quarantined: str | None
+) -> dict[str, Any]:
     last = paging.after(query, 2, ["", ""])
     async with q.storage.reader() as session:
         rows = await session.fetch("list_workers", task_queue_id, q.clock(), *last, query.limit + 1)
@@ -188,7 +192,7 @@ async def list_workers(q: Queue, task_queue_id: str, query: paging.Query, quaran
         want = quarantined == "true"
         rows = [r for r in rows if ((r["quarantine_until"] or 0) > now) == want]
     bodies = [_worker_summary(r) for r in rows]
-    return page_of("workers", rows, bodies, query, width=2)
+    return page_of("workers", rows, bodies, query, ("worker_group", "worker_id"))
 
 
 def _worker_summary(row: Row) -> dict[str, Any]:
@@ -230,13 +234,22 @@ async def quarantine_worker(
             }
         )
         await tx.execute(
-            "upsert_worker", task_queue_id, *worker, row["first_claim"], row["last_date_active"],
-            max(row["expires"], now + dates.DAY), until, service.dumps(details), row["recent_tasks"],
+            "upsert_worker",
+            task_queue_id,
+            *worker,
+            row["first_claim"],
+            row["last_date_active"],
+            max(row["expires"], now + dates.DAY),
+            until,
+            service.dumps(details),
+            row["recent_tasks"],
         )
     return await get_worker(q, task_queue_id, worker)
 
 
-async def declare_worker(q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any]) -> dict[str, Any]:
+async def declare_worker(
+    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any]
+) -> dict[str, Any]:
     if not body:
         raise InputError("declareWorker needs at least one property to declare (expires)")
     expires = dates.parse_iso(body["expires"])
@@ -245,7 +258,12 @@ async def declare_worker(q: Queue, task_queue_id: str, worker: tuple[str, str], 
         await tx.execute("upsert_task_queue", task_queue_id, expires, now)
         row = await tx.fetchrow("get_worker", task_queue_id, *worker)
         await tx.execute(
-            "upsert_worker", task_queue_id, *worker, row["first_claim"] if row else now, now, expires,
+            "upsert_worker",
+            task_queue_id,
+            *worker,
+            row["first_claim"] if row else now,
+            now,
+            expires,
             row["quarantine_until"] if row else None,
             row["quarantine_details"] if row else "[]",
             row["recent_tasks"] if row else "[]",

@@ -1,0 +1,51 @@
+"""Dependencies point down only (STYLE.md): model, then adapters, then services, then edges."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).parent.parent / "src" / "taskyard"
+# What each package may import from taskyard (besides itself), and which drivers it may use.
+ALLOWED = {
+    "model": set(),
+    "storage": {"model"},
+    "events": {"model", "storage"},
+    "auth": {"model", "storage", "events"},
+    "queue": {"model", "storage", "events", "auth", "config"},
+    "api": {"model", "storage", "events", "auth", "queue", "config", "__init__"},
+    "cli": {"model", "storage", "events", "auth", "queue", "api", "config", "__init__"},
+}
+DRIVERS = {"asyncpg": {"storage"}, "aiosqlite": {"storage"}, "sqlite3": {"storage"}, "aio_pika": {"events"}}
+
+
+def imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_package_imports_only_lower_layers(package: str) -> None:
+    for path in (SRC / package).rglob("*.py"):
+        for name in imports(path):
+            top = name.split(".")[0]
+            if top == "taskyard":
+                parts = name.split(".")
+                target = parts[1] if len(parts) > 1 else "__init__"
+                assert target == package or target in ALLOWED[package], f"{path.name} imports {name}"
+            elif top in DRIVERS:
+                assert package in DRIVERS[top], f"{path.name} imports the driver {name}"
+
+
+def test_services_import_only_the_storage_port() -> None:
+    for package in ("queue", "auth", "api", "cli"):
+        for path in (SRC / package).rglob("*.py"):
+            for name in imports(path):
+                assert not name.startswith(("taskyard.storage.sqlite", "taskyard.storage.postgres")), path.name
