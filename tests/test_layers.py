@@ -48,4 +48,6 @@ def test_services_import_only_the_storage_port() -> None:
     for package in ("queue", "auth", "api", "cli"):
         for path in (SRC / package).rglob("*.py"):
             for name in imports(path):
-                assert not name.startswith(("taskyard.storage.sqlite", "taskyard.storage.postgres")), path.name
+                assert not name.startswith(("taskyard.storage.sqlite", "taskyard.storage.postgres")), (
+                    path.name
+                )

@@ -71,5 +71,5 @@ class OutboxRelay:
                 for r in rows
             ]
             await self._bus.publish(messages)
-            await tx.execute("delete_events_through", rows[-1]["id"])
+            await tx.execute("delete_events", [r["id"] for r in rows])
         return len(rows)

@@ -229,7 +229,7 @@ def _after_resolution(
         change.messages.insert(0, resolved_message)
         return change
     rec.ever_resolved = True
-    return Change(rec, [_message(rec, exchange, run)], dequeue=True, resolution=str(run["state"]))
+    return Change(rec, [_message(rec, exchange, run)], resolution=str(run["state"]))
 
 
 def cancel(rec: TaskRecord, now: Millis, reason: str = "canceled") -> Change:
@@ -248,9 +248,12 @@ def cancel(rec: TaskRecord, now: Millis, reason: str = "canceled") -> Change:
         if run["state"] == "exception" and run.get("reasonResolved") == reason:
             return Change(rec, [_message(rec, "task-exception", rec.runs[-1])], changed=False)
         return Change(rec, changed=False)
+    was_pending = run["state"] == "pending"
     run.update(state="exception", reasonResolved=reason, resolved=dates.to_iso(now))
     new.taken_until = new.claimed_at = None
-    return _after_resolution(new, run, "task-exception", now, retry_reason=None)
+    change = _after_resolution(new, run, "task-exception", now, retry_reason=None)
+    change.dequeue = was_pending
+    return change
 
 
 def rerun(rec: TaskRecord, now: Millis) -> Change:

@@ -100,6 +100,7 @@ async def _claim_one_tx(
     if rec.deadline <= q.clock() or run_id != len(rec.runs) - 1 or rec.state != "pending":
         return None  # a stale index entry: the run was cancelled, resolved or superseded
     change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
+    change.dequeue = False  # take_pending already removed the run from the claim index
     await service.apply_tx(q, tx, change, old_version=rec.version)
     return change.record
 

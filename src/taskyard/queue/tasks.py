@@ -52,19 +52,24 @@ async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
         if row is not None:
             return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
         await groups.join_group_tx(q, tx, rec)
-        await service.insert_record_tx(tx, rec)
         blocked = await _add_dependencies_tx(tx, rec)
         defined = task_message("task-defined", rec.status(), rec.definition)
         change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
         change.messages.insert(0, defined)
+        # The row goes in already scheduled: one insert instead of an insert and an update.
+        await service.insert_record_tx(tx, change.record)
+        change.changed = False
         await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
 
 
 async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: dict[str, Any]) -> dict[str, Any]:
-    stored = {**rec.definition, "priority": definition["priority"]} if rec.ever_resolved else rec.definition
-    if stored != definition:
-        raise RequestConflict(f"task {rec.task_id} already exists with a different definition")
+    """createTask again: the same definition re-announces the task; any difference conflicts."""
+    if rec.definition != definition:
+        changed = sorted(k for k in definition if definition[k] != rec.definition.get(k))
+        raise RequestConflict(
+            f"task {rec.task_id} already exists with a different definition (differs in: {', '.join(changed)})"
+        )
     messages = [task_message("task-defined", rec.status(), rec.definition)]
     if len(rec.runs) == 1 and rec.state == "pending":
         messages.append(runs.pending_message(rec))

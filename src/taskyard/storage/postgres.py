@@ -86,6 +86,7 @@ class PostgresStorage:
         self._pool: asyncpg.Pool | None = None
         self._listen_conn: asyncpg.Connection | None = None
         self._listeners: dict[str, list[Listener]] = {}
+        self._reconnecting: asyncio.Future[None] | None = None
         # Notifications carry this token so a process can skip its own (it delivered them already).
         self._token = f"{os.getpid()}-{id(self):x}"
 
@@ -158,12 +159,35 @@ class PostgresStorage:
 
     async def listen(self, channel: str, listener: Listener) -> None:
         if self._listen_conn is None:
-            with wrap_db_errors():
-                self._listen_conn = await asyncpg.connect(self._dsn)
+            await self._connect_listener()
+        assert self._listen_conn is not None
         if channel not in self._listeners:
             self._listeners[channel] = []
             await self._listen_conn.add_listener(channel, self._on_notification)
         self._listeners[channel].append(listener)
+
+    async def _connect_listener(self) -> None:
+        with wrap_db_errors():
+            self._listen_conn = await asyncpg.connect(self._dsn)
+        self._listen_conn.add_termination_listener(self._on_listener_lost)
+        for channel in self._listeners:
+            await self._listen_conn.add_listener(channel, self._on_notification)
+
+    def _on_listener_lost(self, _conn: object) -> None:
+        if self._pool is None:
+            return  # closing
+        log.warning("lost the PostgreSQL notification connection; reconnecting")
+        self._listen_conn = None
+        self._reconnecting = asyncio.ensure_future(self._reconnect_listener())
+
+    async def _reconnect_listener(self) -> None:
+        delay = 0.5
+        while self._pool is not None and self._listen_conn is None:
+            try:
+                await self._connect_listener()
+            except DatabaseUnavailable:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
 
     def _on_notification(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
         token, _, body = payload.partition(":")
@@ -174,12 +198,14 @@ class PostgresStorage:
         return bool(await tx.fetchval("try_advisory_xact_lock", key))
 
     async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
         if self._listen_conn is not None:
             await self._listen_conn.close()
             self._listen_conn = None
-        if self._pool is not None:
-            await asyncio.wait_for(self._pool.close(), timeout=10)
-            self._pool = None
+        if pool is not None:
+            await asyncio.wait_for(pool.close(), timeout=10)
 
 
 def _mask(dsn: str) -> str:

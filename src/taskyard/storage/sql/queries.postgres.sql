@@ -25,3 +25,7 @@ SELECT id, task_id, task_group_id, resolution FROM task_resolutions
 
 -- name: try_advisory_xact_lock
 SELECT pg_try_advisory_xact_lock($1)
+
+-- name: delete_events
+-- By id, never by range: a lower id may commit after a higher one was read.
+DELETE FROM outbox WHERE id = ANY($1::bigint[])

@@ -139,8 +139,6 @@ INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
 -- name: list_events
 SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id LIMIT $1
 
--- name: delete_events_through
-DELETE FROM outbox WHERE id <= $1
 
 -- name: expired_claims
 SELECT task_id, taken_until FROM tasks

@@ -20,3 +20,7 @@ RETURNING task_id, run_id, priority, inserted
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
+
+-- name: delete_events
+-- By id, never by range: a lower id may commit after a higher one was read.
+DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))

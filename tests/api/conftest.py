@@ -1,0 +1,229 @@
+"""In-process API tests: the app over httpx's ASGI transport, requests Hawk-signed as TaskCluster's client does.
+
+`api` is the app built on the `queue` fixture (both backends), authenticating with the static root client.
+`Api.call` signs with `mohawk.Sender` exactly like `taskcluster.client` (sha256, payload hash, content type
+`application/json` when there is a body, `ext` carrying a certificate for temporary credentials); the MAC
+covers host `testserver`, port 80, which is what the server sees through the ASGI transport.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import mohawk
+import pytest
+from taskcluster import utils as tc_utils
+
+from taskyard.api import queue_v1
+from taskyard.api.app import Services, build_app
+from taskyard.api.routing import Route
+from taskyard.auth import static
+from taskyard.model import dates, slugid
+from taskyard.queue.service import Queue
+from tests.conftest import FakeClock
+
+ROOT_TOKEN = "api-tests-root-access-token"
+BASE = "http://testserver"
+PREFIX = "/api/queue/v1"
+TASK_QUEUE_ID = "api-prov/api-wt"
+ERROR_KEYS = {"code", "message", "requestInfo"}
+REQUEST_INFO_KEYS = {"method", "params", "payload", "time"}
+
+# Valid values for every path parameter the queue's routes take.
+GOOD_PARAMS = {
+    "taskId": "fKz7yXv3Q0m2p9Wq1bC4dA",
+    "taskGroupId": "fKz7yXv3Q0m2p9Wq1bC4dA",
+    "runId": "0",
+    "taskQueueId": TASK_QUEUE_ID,
+    "provisionerId": "api-prov",
+    "workerType": "api-wt",
+    "workerGroup": "wg",
+    "workerId": "wid",
+}
+_PARAM_RE = re.compile(r"\{(\w+)(?::path)?\}")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    client_id: str
+    access_token: str
+    certificate: str | None = None
+
+    @classmethod
+    def from_response(cls, creds: Mapping[str, str]) -> Credentials:
+        return cls(creds["clientId"], creds["accessToken"], creds.get("certificate"))
+
+
+ROOT = Credentials(static.ROOT_CLIENT_ID, ROOT_TOKEN)
+_DEFAULT: Any = object()
+
+
+def hawk_header(
+    method: str, url: str, body: bytes, creds: Credentials, *, timestamp: int | None = None
+) -> str:
+    """The Authorization header `taskcluster.client` sends for this request."""
+    ext: Any = {}
+    if creds.certificate:
+        ext_json = tc_utils.dumpJson({"certificate": json.loads(creds.certificate)})
+        ext = tc_utils.makeB64UrlSafe(tc_utils.encodeStringForB64Header(ext_json).strip()).decode()
+    sender = mohawk.Sender(
+        credentials={"id": creds.client_id, "key": creds.access_token, "algorithm": "sha256"},
+        ext=ext,
+        url=url,
+        content=body if body else "",
+        content_type="application/json" if body else "",
+        method=method,
+        _timestamp=timestamp,
+    )
+    return str(sender.request_header)
+
+
+def encode_segment(value: str) -> str:
+    """A path parameter as the clients send it: every reserved character percent-encoded."""
+    return quote(value, safe="")
+
+
+def route_path(route: Route, **overrides: str) -> str:
+    """`route.path` with every parameter filled (GOOD_PARAMS unless overridden) and percent-encoded."""
+
+    def fill(m: re.Match[str]) -> str:
+        return encode_segment(overrides.get(m[1], GOOD_PARAMS[m[1]]))
+
+    return _PARAM_RE.sub(fill, route.path)
+
+
+def route_params(route: Route) -> list[str]:
+    return _PARAM_RE.findall(route.path)
+
+
+def routes(*, with_params: bool | None = None, signed: bool | None = None) -> list[Route]:
+    chosen = list(queue_v1.ROUTES)
+    if with_params is not None:
+        chosen = [r for r in chosen if bool(route_params(r)) == with_params]
+    if signed is not None:
+        chosen = [r for r in chosen if (r.scopes is not None) == signed]
+    return chosen
+
+
+def route(name: str) -> Route:
+    (found,) = [r for r in queue_v1.ROUTES if r.name == name]
+    return found
+
+
+class Api:
+    """A queue client over the ASGI app; signs with `creds` unless told otherwise."""
+
+    def __init__(self, client: httpx.AsyncClient, services: Services, clock: FakeClock) -> None:
+        self.client = client
+        self.services = services
+        self.clock = clock
+
+    @property
+    def queue(self) -> Queue:
+        return self.services.queue
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = _DEFAULT,
+        *,
+        raw: bytes | None = None,
+        creds: Credentials | None = ROOT,
+        query: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timestamp: int | None = None,
+    ) -> httpx.Response:
+        """`path` is below /api/queue/v1 and already percent-encoded; `body` is JSON, `raw` is bytes."""
+        if raw is None:
+            raw = b"" if body is _DEFAULT else tc_utils.dumpJson(body).encode()
+        url = BASE + PREFIX + path + ("?" + urlencode(query) if query else "")
+        sent = dict(headers or {})
+        if raw:
+            sent.setdefault("content-type", "application/json")
+        if creds is not None:
+            sent["authorization"] = hawk_header(method, url, raw, creds, timestamp=timestamp)
+        return await self.client.request(method, url, content=raw, headers=sent)
+
+    async def create_task(self, task_id: str | None = None, **overrides: Any) -> tuple[str, dict[str, Any]]:
+        task_id = task_id or slugid.nice()
+        response = await self.call("PUT", f"/task/{task_id}", task_definition(self.clock, **overrides))
+        assert response.status_code == 200, response.text
+        return task_id, response.json()
+
+    async def task_exists(self, task_id: str) -> bool:
+        response = await self.call("GET", f"/task/{encode_segment(task_id)}/status")
+        assert response.status_code in (200, 400, 404), response.text
+        return response.status_code == 200
+
+
+def task_definition(clock: FakeClock, **overrides: Any) -> dict[str, Any]:
+    """A minimal valid createTask body, dated by the queue's clock."""
+    body: dict[str, Any] = {
+        "taskQueueId": TASK_QUEUE_ID,
+        "created": dates.to_iso(clock()),
+        "deadline": dates.to_iso(clock() + dates.HOUR),
+        "payload": {},
+        "metadata": {
+            "name": "api test",
+            "description": "a task made by tests/api",
+            "owner": "tests@example.com",
+            "source": "https://example.com/tests/api",
+        },
+    }
+    body.update(overrides)
+    return body
+
+
+def assert_error(
+    response: httpx.Response, status: int, code: str, *, names: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A TaskCluster error answer: status, JSON `{code, message, requestInfo}`, message naming `names`."""
+    assert response.status_code == status, (response.status_code, response.text)
+    assert response.headers["content-type"].startswith("application/json"), response.headers
+    body = response.json()
+    assert isinstance(body, dict) and set(body) >= ERROR_KEYS, body
+    assert body["code"] == code, body
+    assert isinstance(body["message"], str), body
+    assert isinstance(body["requestInfo"], dict), body
+    assert set(body["requestInfo"]) >= REQUEST_INFO_KEYS, body
+    for name in names:
+        assert name in body["message"], (name, body["message"])
+    return body
+
+
+def is_json_error(response: httpx.Response) -> bool:
+    """Whether a 4xx answer carries TaskCluster's error body."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return (
+        isinstance(body, dict)
+        and set(body) >= ERROR_KEYS
+        and isinstance(body["code"], str)
+        and isinstance(body["requestInfo"], dict)
+    )
+
+
+@pytest.fixture
+def services(queue: Queue) -> Services:
+    # The queue signs task credentials as the static queue client of this deployment's root token.
+    queue.credentials_issuer = (
+        static.QUEUE_CLIENT_ID,
+        static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID),
+    )
+    return Services(queue=queue, authenticate=static.authenticator(ROOT_TOKEN))
+
+
+@pytest.fixture
+async def api(services: Services, clock: FakeClock) -> AsyncIterator[Api]:
+    transport = httpx.ASGITransport(app=build_app(services))
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        yield Api(client, services, clock)

@@ -1,0 +1,240 @@
+"""A real `taskyard serve` process per module (or per test), driven by TaskCluster's own client.
+
+The server runs as a subprocess in its own process group, on a free port, with short timeouts
+given as flags. Its output goes to a log file; when a test fails, the log of every server that was
+running is attached to the report ("taskyard serve ... log" sections).
+
+Databases come from the fixtures of `tests/conftest.py`: `db_url` (one fresh database per test)
+for servers started by a single test, and `module_db_url` below (the same templates, one database
+per module and backend) for the server a whole module shares.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import taskcluster
+
+from tests.conftest import _pg_admin, _pg_url
+
+TASKYARD = Path(sys.executable).parent / "taskyard"
+ROOT_CLIENT_ID = "static/taskyard/root"
+START_TIMEOUT = 30.0
+
+# The module-shared server's settings. claimWork's long poll is short so that an empty poll costs
+# little; claims last long enough that no test sees one expire unless it waits for it.
+CLAIM_TIMEOUT = 60
+CLAIM_WORK_TIMEOUT = 3.0
+RESOLVER_INTERVAL = 0.2
+
+RUNNING: list[Server] = []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    """One `taskyard serve` process."""
+
+    name: str
+    db_url: str
+    data_dir: Path
+    access_token: str
+    claim_timeout: int
+    claim_work_timeout: float
+    resolver_interval: float
+    deadline_delay: float
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api(self) -> str:
+        return f"{self.root_url}/api/queue/v1"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / "server.log"
+
+    @property
+    def credentials(self) -> dict[str, str]:
+        return {"clientId": ROOT_CLIENT_ID, "accessToken": self.access_token}
+
+    def client(self, credentials: dict[str, Any] | None = None) -> taskcluster.Queue:
+        """TaskCluster's Queue client for this server: root credentials unless others are given."""
+        options = {
+            "rootUrl": self.root_url,
+            "credentials": credentials if credentials is not None else self.credentials,
+            "maxRetries": 0,  # a 5xx is a failure to see, not something to paper over
+        }
+        return taskcluster.Queue(options)
+
+    def start(self) -> Server:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        command = [
+            str(TASKYARD),
+            "serve",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--db",
+            self.db_url,
+            "--claim-timeout",
+            str(self.claim_timeout),
+            "--claim-work-timeout",
+            str(self.claim_work_timeout),
+            "--resolver-interval",
+            str(self.resolver_interval),
+            "--deadline-delay",
+            str(self.deadline_delay),
+        ]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
+        env["TASKYARD_ROOT_ACCESS_TOKEN"] = self.access_token
+        env["PYTHONUNBUFFERED"] = "1"
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        RUNNING.append(self)
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_until_up(self) -> None:
+        assert self.process is not None
+        give_up = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.process.poll() is not None:
+                pytest.fail(
+                    f"taskyard serve exited with {self.process.returncode} before answering ping:\n"
+                    + self.log_tail()
+                )
+            try:
+                reply = requests.get(f"{self.api}/ping", timeout=2)
+                if reply.status_code == 200 and reply.json().get("alive") is True:
+                    return
+            except requests.RequestException:
+                pass
+            if time.monotonic() > give_up:
+                pytest.fail(f"taskyard serve did not answer ping within {START_TIMEOUT}s:\n" + self.log_tail())
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Kill the whole process group: SIGTERM, then SIGKILL if it lingers."""
+        if self in RUNNING:
+            RUNNING.remove(self)
+        if self.process is None or self.process.returncode is not None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def log_tail(self, lines: int = 200) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"(no log: {exc})"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def start_server(
+    db_url: str,
+    data_dir: Path,
+    *,
+    name: str = "server",
+    access_token: str | None = None,
+    claim_timeout: int = CLAIM_TIMEOUT,
+    claim_work_timeout: float = CLAIM_WORK_TIMEOUT,
+    resolver_interval: float = RESOLVER_INTERVAL,
+    deadline_delay: float = 0.0,
+) -> Server:
+    return Server(
+        name=name,
+        db_url=db_url,
+        data_dir=data_dir,
+        access_token=access_token or secrets.token_urlsafe(24),
+        claim_timeout=claim_timeout,
+        claim_work_timeout=claim_work_timeout,
+        resolver_interval=resolver_interval,
+        deadline_delay=deadline_delay,
+    ).start()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Attach the logs of the running servers to a failed test's report."""
+    report = yield
+    if report.failed:
+        for server in RUNNING:
+            report.sections.append(
+                (f"taskyard serve {server.name} log ({server.db_url})", server.log_tail())
+            )
+    return report
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def module_db_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Like `db_url` (same templates), but one fresh database per module and backend."""
+    if request.param == "sqlite":
+        path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
+        shutil.copy(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
+    template = request.getfixturevalue("pg_template")
+    name = f"taskyard_e2e_{uuid.uuid4().hex[:10]}"
+    _pg_admin(f"CREATE DATABASE {name} TEMPLATE {template}")
+    yield _pg_url(name)
+    _pg_admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(scope="module")
+def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server for the whole module (per backend); tests keep apart by their own taskQueueIds."""
+    running = start_server(module_db_url, tmp_path_factory.mktemp("server"), name="shared")
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def queue(server: Server) -> taskcluster.Queue:
+    """The root client of the module's server."""
+    return server.client()
+
+
+@pytest.fixture
+def tq(request: pytest.FixtureRequest) -> str:
+    """A taskQueueId of this test alone."""
+    from tests.e2e.helpers import task_queue_id
+
+    return task_queue_id(request.node.originalname)

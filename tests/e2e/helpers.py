@@ -1,0 +1,120 @@
+"""Task definitions, ids and assertions for the end-to-end tests."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+import pytest
+import taskcluster
+from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
+
+T = TypeVar("T")
+WORKER = {"workerGroup": "e2e-wg", "workerId": "e2e-worker-1"}
+OTHER_WORKER = {"workerGroup": "e2e-wg", "workerId": "e2e-worker-2"}
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def task_queue_id(test_name: str) -> str:
+    """`e2e-<random>/<test name>`: a queue no other test (or earlier run) uses."""
+    worker_type = re.sub(r"[^a-z0-9-]", "-", test_name.lower().removeprefix("test_"))[:30].strip("-")
+    return f"e2e-{uuid.uuid4().hex[:10]}/w{worker_type}"
+
+
+def slug() -> str:
+    return str(taskcluster.slugId())
+
+
+def definition(task_queue: str, **overrides: Any) -> dict[str, Any]:
+    """A minimal valid task definition for `task_queue`, created now, due in an hour."""
+    start = now()
+    body: dict[str, Any] = {
+        "taskQueueId": task_queue,
+        "created": iso(start),
+        "deadline": iso(start + timedelta(hours=1)),
+        "payload": {"command": ["true"]},
+        "metadata": {
+            "name": "e2e task",
+            "description": "created by the end-to-end tests",
+            "owner": "e2e@example.com",
+            "source": "https://example.com/e2e",
+        },
+    }
+    body.update(overrides)
+    return body
+
+
+def create(queue: taskcluster.Queue, task_queue: str, **overrides: Any) -> str:
+    """Create a task; answer its taskId."""
+    task_id = slug()
+    queue.createTask(task_id, definition(task_queue, **overrides))
+    return task_id
+
+
+def claim_one(queue: taskcluster.Queue, task_queue: str, worker: dict[str, str] = WORKER) -> dict[str, Any]:
+    """claimWork for one task, expecting to get exactly one."""
+    claims = queue.claimWork(task_queue, {**worker, "tasks": 1})["tasks"]
+    assert len(claims) == 1, claims
+    return claims[0]
+
+
+@contextlib.contextmanager
+def refused(status: int, code: str | None = None) -> Iterator[pytest.ExceptionInfo[Any]]:
+    """Expect the call inside to fail with HTTP `status` and, if given, TaskCluster error `code`."""
+    with pytest.raises((TaskclusterRestFailure, TaskclusterAuthFailure)) as info:
+        yield info
+    error = info.value
+    assert error.status_code == status, (error.status_code, error.body)
+    if code is not None:
+        assert isinstance(error.body, dict), error.body
+        assert error.body.get("code") == code, error.body
+
+
+def wait_for(probe: Callable[[], T | None], *, what: str, timeout: float = 15.0, every: float = 0.1) -> T:
+    """Poll `probe` until it answers something truthy; fail after `timeout` seconds."""
+    give_up = time.monotonic() + timeout
+    last: T | None = None
+    while True:
+        last = probe()
+        if last:
+            return last
+        if time.monotonic() > give_up:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; last saw {last!r}")
+        time.sleep(every)
+
+
+def wait_for_status(
+    queue: taskcluster.Queue,
+    task_id: str,
+    predicate: Callable[[dict[str, Any]], bool],
+    *,
+    what: str,
+    timeout: float = 15.0,
+) -> dict[str, Any]:
+    """Poll status(task_id) until `predicate(status)` holds; answer that status."""
+
+    def probe() -> dict[str, Any] | None:
+        status: dict[str, Any] = queue.status(task_id)["status"]
+        return status if predicate(status) else None
+
+    return wait_for(probe, what=f"{what} (task {task_id})", timeout=timeout)
+
+
+def state_is(state: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda status: status["state"] == state
