@@ -68,7 +68,8 @@ async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: dict[
     if rec.definition != definition:
         changed = sorted(k for k in definition if definition[k] != rec.definition.get(k))
         raise RequestConflict(
-            f"task {rec.task_id} already exists with a different definition (differs in: {', '.join(changed)})"
+            f"task {rec.task_id} already exists with a different definition "
+            f"(differs in: {', '.join(changed)})"
         )
     messages = [task_message("task-defined", rec.status(), rec.definition)]
     if len(rec.runs) == 1 and rec.state == "pending":
