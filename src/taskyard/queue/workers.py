@@ -84,8 +84,10 @@ def task_queue_body(row: Row) -> dict[str, Any]:
 def worker_body(row: Row) -> dict[str, Any]:
     provisioner_id, worker_type = split(row["task_queue_id"])
     first_claim = row["first_claim"]
+    # A worker never quarantined shows a quarantineUntil long past, as TaskCluster's do.
     quarantine_until = row["quarantine_until"] or first_claim - 10 * 365 * dates.DAY
     body = {
+        "taskQueueId": row["task_queue_id"],
         "provisionerId": provisioner_id,
         "workerType": worker_type,
         "workerGroup": row["worker_group"],
@@ -94,7 +96,6 @@ def worker_body(row: Row) -> dict[str, Any]:
         "expires": dates.to_iso(row["expires"]),
         "firstClaim": dates.to_iso(first_claim),
         "quarantineUntil": dates.to_iso(quarantine_until),
-        "quarantineDetails": orjson.loads(row["quarantine_details"]),
     }
     if row["last_date_active"] is not None:
         body["lastDateActive"] = dates.to_iso(row["last_date_active"])
@@ -147,7 +148,7 @@ async def provisioners_page(q: Queue, query: paging.Query) -> dict[str, Any]:
 def _provisioner_body(provisioner_id: str, row: Row) -> dict[str, Any]:
     body = task_queue_body(row)
     del body["taskQueueId"]
-    return {"provisionerId": provisioner_id, **body, "actions": []}
+    return {"provisionerId": provisioner_id, **body}
 
 
 async def get_provisioner(q: Queue, provisioner_id: str) -> dict[str, Any]:
@@ -160,9 +161,7 @@ async def get_provisioner(q: Queue, provisioner_id: str) -> dict[str, Any]:
 
 def worker_type_body(row: Row) -> dict[str, Any]:
     provisioner_id, worker_type = split(row["task_queue_id"])
-    body = task_queue_body(row)
-    del body["taskQueueId"]
-    return {"provisionerId": provisioner_id, "workerType": worker_type, **body, "actions": []}
+    return {**task_queue_body(row), "provisionerId": provisioner_id, "workerType": worker_type}
 
 
 async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) -> dict[str, Any]:
@@ -191,17 +190,23 @@ async def list_workers(
     if quarantined in ("true", "false"):
         want = quarantined == "true"
         rows = [r for r in rows if ((r["quarantine_until"] or 0) > now) == want]
-    bodies = [_worker_summary(r) for r in rows]
+    bodies = [_worker_summary(r, now) for r in rows]
     return page_of("workers", rows, bodies, query, ("worker_group", "worker_id"))
 
 
-def _worker_summary(row: Row) -> dict[str, Any]:
-    body = worker_body(row)
-    summary = {k: body[k] for k in ("workerGroup", "workerId", "firstClaim", "quarantineUntil")}
-    if "lastDateActive" in body:
-        summary["lastDateActive"] = body["lastDateActive"]
-    if body["recentTasks"]:
-        summary["latestTask"] = body["recentTasks"][-1]
+def _worker_summary(row: Row, now: int) -> dict[str, Any]:
+    summary: dict[str, Any] = {
+        "workerGroup": row["worker_group"],
+        "workerId": row["worker_id"],
+        "firstClaim": dates.to_iso(row["first_claim"]),
+    }
+    if row["last_date_active"] is not None:
+        summary["lastDateActive"] = dates.to_iso(row["last_date_active"])
+    recent = orjson.loads(row["recent_tasks"])
+    if recent:
+        summary["latestTask"] = recent[-1]
+    if (row["quarantine_until"] or 0) > now:
+        summary["quarantineUntil"] = dates.to_iso(row["quarantine_until"])
     return summary
 
 
