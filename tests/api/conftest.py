@@ -1,4 +1,4 @@
-"""In-process API tests: the app over httpx's ASGI transport, requests Hawk-signed as TaskCluster's client does.
+"""In-process API tests: the app over httpx's ASGI transport, signed as TaskCluster's client signs.
 
 `api` is the app built on the `queue` fixture (both backends), authenticating with the static root client.
 `Api.call` signs with `mohawk.Sender` exactly like `taskcluster.client` (sha256, payload hash, content type
@@ -8,7 +8,6 @@ covers host `testserver`, port 80, which is what the server sees through the ASG
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import mohawk
 import pytest
+import taskcluster
 from taskcluster import utils as tc_utils
 
 from taskyard.api import queue_v1
@@ -67,14 +67,14 @@ _DEFAULT: Any = object()
 def hawk_header(
     method: str, url: str, body: bytes, creds: Credentials, *, timestamp: int | None = None
 ) -> str:
-    """The Authorization header `taskcluster.client` sends for this request."""
-    ext: Any = {}
+    """The Authorization header `taskcluster.client` sends for this request (its own `ext`, too)."""
+    options: dict[str, Any] = {"clientId": creds.client_id, "accessToken": creds.access_token}
     if creds.certificate:
-        ext_json = tc_utils.dumpJson({"certificate": json.loads(creds.certificate)})
-        ext = tc_utils.makeB64UrlSafe(tc_utils.encodeStringForB64Header(ext_json).strip()).decode()
+        options["certificate"] = creds.certificate
+    ext = taskcluster.Queue({"rootUrl": BASE, "credentials": options}).makeHawkExt()
     sender = mohawk.Sender(
         credentials={"id": creds.client_id, "key": creds.access_token, "algorithm": "sha256"},
-        ext=ext,
+        ext=ext or {},
         url=url,
         content=body if body else "",
         content_type="application/json" if body else "",
@@ -181,6 +181,29 @@ def task_definition(clock: FakeClock, **overrides: Any) -> dict[str, Any]:
     return body
 
 
+def valid_body(route_name: str, now: int) -> Any:
+    """A body that passes the route's schema (None for routes without one)."""
+    bodies: dict[str, Any] = {
+        "createTask": {
+            "taskQueueId": GOOD_PARAMS["taskQueueId"],
+            "created": dates.to_iso(now),
+            "deadline": dates.to_iso(now + dates.HOUR),
+            "payload": {},
+            "metadata": {"name": "n", "description": "d", "owner": "o@example.com", "source": "https://x"},
+        },
+        "tasks": {"taskIds": [GOOD_PARAMS["taskId"]]},
+        "statuses": {"taskIds": [GOOD_PARAMS["taskId"]]},
+        "changeTaskPriority": {"newPriority": "high"},
+        "changeTaskGroupPriority": {"newPriority": "high"},
+        "claimWork": {"workerGroup": "wg", "workerId": "wid", "tasks": 1},
+        "claimTask": {"workerGroup": "wg", "workerId": "wid"},
+        "reportException": {"reason": "worker-shutdown"},
+        "quarantineWorker": {"quarantineUntil": dates.to_iso(now + dates.HOUR)},
+        "declareWorker": {"expires": dates.to_iso(now + dates.DAY)},
+    }
+    return bodies.get(route_name)
+
+
 def assert_error(
     response: httpx.Response, status: int, code: str, *, names: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -224,6 +247,6 @@ def services(queue: Queue) -> Services:
 
 @pytest.fixture
 async def api(services: Services, clock: FakeClock) -> AsyncIterator[Api]:
-    transport = httpx.ASGITransport(app=build_app(services))
+    transport = httpx.ASGITransport(app=build_app(services), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
         yield Api(client, services, clock)

@@ -24,6 +24,8 @@ from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.model.errors import (
     AuthenticationFailed,
     InputTooLarge,
+    InputValidationError,
+    InvalidRequestArguments,
     MalformedPayload,
     ResourceNotFound,
     TaskyardError,
@@ -65,13 +67,33 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+MAX_DEPTH = 64
+
+
 def parse_json(raw: bytes, route: Route) -> Any:
     if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.input is None):
         return None
     try:
-        return orjson.loads(raw)
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise MalformedPayload(f"the request body is not valid JSON: {exc}") from None
+    if _depth(body) > MAX_DEPTH:
+        raise InputValidationError(f"body is nested more than {MAX_DEPTH} levels deep, the most accepted")
+    return body
+
+
+def _depth(value: Any) -> int:
+    """How deeply `value` nests, without recursion (bodies may be hostile)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children:
+            deepest = max(deepest, depth)
+            if depth > MAX_DEPTH:
+                return depth
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def hawk_request(request: Request, raw: bytes) -> hawk.Request:
@@ -131,12 +153,24 @@ def echo_payload(route: Route, params: dict[str, str], body: Any) -> Any:
     return body
 
 
+def _check_path(path: str, params: dict[str, str]) -> None:
+    # The router's patterns let `$` match before a final newline, cutting it off the parameter;
+    # no valid parameter holds a control character, so refuse any left in the path.
+    bad = next((i for i, c in enumerate(path) if ord(c) < 0x20 or c == "\x7f"), None)
+    if bad is None:
+        return
+    named = [name for name, value in params.items() if value and path.find(value) + len(value) == bad]
+    which = f"URL parameter {named[0]}" if named else "URL parameters"
+    raise InvalidRequestArguments(f"{which} may not contain control characters")
+
+
 def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[Response]]:
     async def handle(request: Request) -> Response:
         params = {k: str(v) for k, v in request.path_params.items()}
         body: Any = None
         try:
             check_params(params)
+            _check_path(request.scope["path"], params)
             raw = await read_body(request, services.max_body_bytes)
             body = parse_json(raw, route)
             client_id = await _authenticate(services, route, request, raw)
@@ -171,8 +205,12 @@ def _internal_error(name: str, params: dict[str, str], incident: str) -> Respons
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    error = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
-    return json_response(error_body(error, method="", params={}, payload=None), 404)
+    error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
+    try:
+        _check_path(request.scope["path"], {})
+    except InvalidRequestArguments as invalid:
+        error = invalid  # a control character kept the path from matching its route
+    return json_response(error_body(error, method="", params={}, payload=None), error.status)
 
 
 def routes_for(prefix: str, table: list[Route], services: Services) -> list[StarletteRoute]:
@@ -182,7 +220,9 @@ def routes_for(prefix: str, table: list[Route], services: Services) -> list[Star
 def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`."""
     routes = routes_for("/api/queue/v1", queue_v1.ROUTES, services)
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
+    return app
 
 
 __all__ = ["Services", "build_app", "dates"]

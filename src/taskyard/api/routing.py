@@ -22,7 +22,7 @@ PARAM_PATTERNS = {
     "taskId": SLUGID,
     "taskGroupId": SLUGID,
     "provisionerId": IDENT,
-    "workerType": r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
+    "workerType": IDENT,
     "workerGroup": IDENT,
     "workerId": IDENT,
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
@@ -72,7 +72,7 @@ def check_params(params: dict[str, str]) -> dict[str, str]:
     """Refuse path parameters that break their pattern; answers them with runId made canonical."""
     for name, value in params.items():
         pattern = _COMPILED.get(name)
-        if pattern is not None and not pattern.match(value):
+        if pattern is not None and not pattern.fullmatch(value):
             raise InvalidRequestArguments(
                 f"URL parameter {name} {value[:80]!r} must match {PARAM_PATTERNS[name]}"
             )

@@ -28,7 +28,7 @@ def now_ms() -> Millis:
 def to_iso(ms: Millis) -> str:
     """`2026-11-22T00:18:26.007Z` for an epoch-millisecond instant."""
     dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    return f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
 def parse_iso(value: str) -> Millis:

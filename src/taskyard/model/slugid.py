@@ -18,4 +18,4 @@ def nice() -> str:
 
 
 def is_valid(value: object) -> bool:
-    return isinstance(value, str) and PATTERN.match(value) is not None
+    return isinstance(value, str) and PATTERN.fullmatch(value) is not None

@@ -50,13 +50,30 @@ def decode(token: str) -> Any:
         raise InputError("continuationToken is not one this server handed out") from None
 
 
+MAX_TOKEN_INT = 2**53  # JavaScript's safe integers: far beyond any offset or timestamp we hand out
+MAX_TOKEN_STR = 256
+
+
+def _bad_token() -> InputError:
+    return InputError("continuationToken is not one this server handed out")
+
+
+def _sane(value: Any) -> bool:
+    if type(value) is int:
+        return 0 <= value <= MAX_TOKEN_INT or value == -1
+    if type(value) is str:
+        return len(value) <= MAX_TOKEN_STR and "\x00" not in value
+    return False
+
+
 def offset(query: Query) -> int:
     if query.token is None:
         return 0
     value = decode(query.token)
-    if not isinstance(value, dict) or not isinstance(value.get("o"), int) or value["o"] < 0:
-        raise InputError("continuationToken is not one this server handed out")
-    return int(value["o"])
+    found = value.get("o") if isinstance(value, dict) else None
+    if type(found) is not int or not 0 <= found <= MAX_TOKEN_INT:
+        raise _bad_token()
+    return found
 
 
 def offset_page(key: str, items: list[Any], start: int, limit: int) -> dict[str, Any]:
@@ -74,9 +91,9 @@ def after(query: Query, width: int, default: list[Any]) -> list[Any]:
     value = decode(query.token)
     key = value.get("k") if isinstance(value, dict) else None
     if not isinstance(key, list) or len(key) != width:
-        raise InputError("continuationToken is not one this server handed out")
-    if any(type(k) is not type(d) for k, d in zip(key, default, strict=True)):
-        raise InputError("continuationToken is not one this server handed out")
+        raise _bad_token()
+    if any(type(k) is not type(d) or not _sane(k) for k, d in zip(key, default, strict=True)):
+        raise _bad_token()
     return key
 
 

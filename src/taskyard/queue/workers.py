@@ -14,7 +14,6 @@ from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
 
 IDENT = re.compile(r"^[a-zA-Z0-9-_]{1,38}$")
-WORKER_TYPE = re.compile(r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$")
 TASK_QUEUE_ID = re.compile(r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$")
 RECENT_TASKS = 20
 # Writes of lastDateActive for a task queue are throttled to one per this many ms per process.
@@ -22,7 +21,7 @@ TASK_QUEUE_WRITE_EVERY = 60 * dates.SECOND
 
 
 def check(name: str, value: str, pattern: re.Pattern[str]) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise InvalidRequestArguments(f"{name} {value[:80]!r} must match {pattern.pattern}")
     return value
 
@@ -172,7 +171,7 @@ async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) 
 
 async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> dict[str, Any]:
     check("provisionerId", provisioner_id, IDENT)
-    check("workerType", worker_type, WORKER_TYPE)
+    check("workerType", worker_type, IDENT)
     async with q.storage.reader() as session:
         row = await session.fetchrow("get_task_queue", f"{provisioner_id}/{worker_type}")
     if row is None or row["expires"] < q.clock():

@@ -1,0 +1,158 @@
+"""Authentication at the edge: 401 AuthenticationFailed with `www-authenticate: hawk`, built-ins unsigned."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import taskcluster
+
+from taskyard.auth import static
+from taskyard.model import slugid
+from tests.api.conftest import (
+    BASE,
+    PREFIX,
+    ROOT,
+    ROOT_TOKEN,
+    Api,
+    Credentials,
+    assert_error,
+    hawk_header,
+    route_path,
+    routes,
+    valid_body,
+)
+
+
+def assert_401(response: httpx.Response, *words: str) -> None:
+    assert_error(response, 401, "AuthenticationFailed", names=words)
+    assert response.headers["www-authenticate"] == "hawk"
+
+
+async def test_builtins_answer_unsigned(api: Api) -> None:
+    for path, expected in [("/__heartbeat__", {}), ("/__lbheartbeat__", {})]:
+        response = await api.call("GET", path, creds=None)
+        assert response.status_code == 200 and response.json() == expected
+    ping = await api.call("GET", "/ping", creds=None)
+    assert ping.status_code == 200
+    assert ping.json()["alive"] is True
+    assert isinstance(ping.json()["uptime"], int | float)
+    version = await api.call("GET", "/__version__", creds=None)
+    assert version.status_code == 200 and "version" in version.json()
+    # Signed is fine too.
+    assert (await api.call("GET", "/ping")).status_code == 200
+
+
+async def test_unsigned_requests_to_scoped_routes_are_401(api: Api) -> None:
+    failures = []
+    scoped = routes(signed=True)
+    assert len(scoped) > 30
+    for r in scoped:
+        body = valid_body(r.name, api.clock())
+        path = route_path(r)
+        response = await (
+            api.call(r.method, path, creds=None)
+            if body is None
+            else api.call(r.method, path, body, creds=None)
+        )
+        if (
+            response.status_code != 401
+            or response.headers.get("www-authenticate") != "hawk"
+            or response.json().get("code") != "AuthenticationFailed"
+            or response.json()["requestInfo"]["method"] != r.name
+        ):
+            failures.append((r.name, response.status_code, dict(response.headers), response.text[:200]))
+    assert not failures, "\n".join(map(str, failures))
+
+
+async def test_bad_credentials_are_401(api: Api) -> None:
+    task_id = slugid.nice()
+    path = f"/task/{task_id}"
+    body = valid_body("createTask", api.clock())
+    wrong_token = Credentials(static.ROOT_CLIENT_ID, ROOT_TOKEN + "x")
+    unknown = Credentials("no/such/client", ROOT_TOKEN)
+    assert_401(await api.call("PUT", path, body, creds=wrong_token), "mac")
+    assert_401(await api.call("GET", path, creds=wrong_token), "mac")
+    assert_401(await api.call("PUT", path, body, creds=unknown))
+    assert_401(await api.call("GET", "/task-queues", creds=unknown))
+    # The queue's own static client is derived from the root token; the wrong derivation fails.
+    queue_client = Credentials(
+        static.QUEUE_CLIENT_ID, static.derived_token("other-root", static.QUEUE_CLIENT_ID)
+    )
+    assert_401(await api.call("GET", "/task-queues", creds=queue_client))
+    right = Credentials(static.QUEUE_CLIENT_ID, static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID))
+    assert (await api.call("GET", "/task-queues", creds=right)).status_code == 200
+    assert not await api.task_exists(task_id)
+
+
+async def test_timestamps_outside_the_skew_are_401(api: Api) -> None:
+    now = int(time.time())
+    for skew in (-3600, -16 * 60, 16 * 60, 3600):
+        response = await api.call("GET", "/task-queues", timestamp=now + skew)
+        assert_401(response, "Stale timestamp")
+    assert (await api.call("GET", "/task-queues", timestamp=now - 60)).status_code == 200
+
+
+async def test_tampered_requests_are_401(api: Api) -> None:
+    task_id = slugid.nice()
+    url = f"{BASE}{PREFIX}/task/{task_id}"
+    signed = b'{"a": 1}'
+    header = hawk_header("PUT", url, signed, ROOT)
+    json_type = {"content-type": "application/json"}
+
+    # Body changed after signing: the payload hash no longer matches.
+    body = valid_body("createTask", api.clock())
+    tampered = await api.client.put(
+        url, content=taskcluster.utils.dumpJson(body).encode(), headers={"authorization": header, **json_type}
+    )
+    assert_401(tampered, "payload hash")
+    assert not await api.task_exists(task_id)
+
+    # Path, method, host or port changed: the MAC no longer matches.
+    other_url = f"{BASE}{PREFIX}/task/{slugid.nice()}"
+    response = await api.client.put(other_url, content=signed, headers={"authorization": header, **json_type})
+    assert_401(response, "mac")
+    get_header = hawk_header("GET", url, b"", ROOT)
+    assert_401(await api.client.put(url, headers={"authorization": get_header}), "mac")
+    get_header = hawk_header("GET", "http://elsewhere.example" + PREFIX + "/task-queues", b"", ROOT)
+    assert_401(await api.client.get(PREFIX + "/task-queues", headers={"authorization": get_header}), "mac")
+    get_header = hawk_header("GET", "http://testserver:8080" + PREFIX + "/task-queues", b"", ROOT)
+    assert_401(await api.client.get(PREFIX + "/task-queues", headers={"authorization": get_header}), "mac")
+
+    # Query string added after signing.
+    get_header = hawk_header("GET", BASE + PREFIX + "/task-queues", b"", ROOT)
+    response = await api.client.get(PREFIX + "/task-queues?limit=1", headers={"authorization": get_header})
+    assert_401(response, "mac")
+
+
+async def test_malformed_authorization_headers_are_401(api: Api) -> None:
+    for header in [
+        "Bearer abc",
+        "Hawk",
+        "Hawk ",
+        'Hawk id="x"',
+        'Hawk id="static/taskyard/root", ts="1", nonce="n", mac="m", bogus="1"',
+        'Hawk id="static/taskyard/root", ts="x", nonce="n", mac="AAAA"',
+        "Hawk " + "x" * 5000,
+        "\u00e9",
+    ]:
+        sent = {"authorization": header.encode()}  # bytes: httpx would refuse non-ASCII text
+        response = await api.client.get(PREFIX + "/task-queues", headers=sent)
+        assert_401(response)
+
+
+async def test_taskcluster_client_signed_url_works(api: Api) -> None:
+    """A bewit from `taskcluster.Queue.buildSignedUrl` (a GET with no header) authenticates."""
+    task_id, _ = await api.create_task()
+    client = taskcluster.Queue(
+        {"rootUrl": BASE, "credentials": {"clientId": ROOT.client_id, "accessToken": ROOT_TOKEN}}
+    )
+    url = client.buildSignedUrl("task", task_id)
+    assert "bewit=" in url
+    response = await api.client.get(url)
+    assert response.status_code == 200, response.text
+    assert response.json()["taskQueueId"] == "api-prov/api-wt"
+    wrong = taskcluster.Queue(
+        {"rootUrl": BASE, "credentials": {"clientId": ROOT.client_id, "accessToken": "not-the-token"}}
+    )
+    assert_401(await api.client.get(wrong.buildSignedUrl("task", task_id)), "mac")
