@@ -11,6 +11,7 @@ per module and backend) for the server a whole module shares.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
@@ -38,7 +39,7 @@ START_TIMEOUT = 30.0
 # The module-shared server's settings. claimWork's long poll is short so that an empty poll costs
 # little; claims last long enough that no test sees one expire unless it waits for it.
 CLAIM_TIMEOUT = 60
-CLAIM_WORK_TIMEOUT = 3.0
+CLAIM_WORK_TIMEOUT = 2.0
 RESOLVER_INTERVAL = 0.2
 
 RUNNING: list[Server] = []
@@ -141,7 +142,9 @@ class Server:
             except requests.RequestException:
                 pass
             if time.monotonic() > give_up:
-                pytest.fail(f"taskyard serve did not answer ping within {START_TIMEOUT}s:\n" + self.log_tail())
+                pytest.fail(
+                    f"taskyard serve did not answer ping within {START_TIMEOUT}s:\n" + self.log_tail()
+                )
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -150,10 +153,8 @@ class Server:
             RUNNING.remove(self)
         if self.process is None or self.process.returncode is not None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -197,9 +198,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     report = yield
     if report.failed:
         for server in RUNNING:
-            report.sections.append(
-                (f"taskyard serve {server.name} log ({server.db_url})", server.log_tail())
-            )
+            report.sections.append((f"taskyard serve {server.name} log ({server.db_url})", server.log_tail()))
     return report
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 import uuid
@@ -10,7 +11,9 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import mohawk
 import pytest
+import requests
 import taskcluster
 from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
@@ -118,3 +121,30 @@ def wait_for_status(
 
 def state_is(state: str) -> Callable[[dict[str, Any]], bool]:
     return lambda status: status["state"] == state
+
+
+def signed(
+    method: str,
+    url: str,
+    body: Any,
+    credentials: dict[str, str],
+    *,
+    timeout: float = 30,
+    raw: str | None = None,
+) -> requests.Response:
+    """A request signed with Hawk as TaskCluster's client signs it: for raw status codes and headers.
+
+    `raw` sends that text as the body instead of `body` as JSON.
+    """
+    payload = raw if raw is not None else (json.dumps(body) if body is not None else "")
+    sender = mohawk.Sender(
+        credentials={"id": credentials["clientId"], "key": credentials["accessToken"], "algorithm": "sha256"},
+        url=url,
+        method=method,
+        content=payload,
+        content_type="application/json" if payload else "",
+    )
+    headers = {"Authorization": sender.request_header}
+    if payload:
+        headers["Content-Type"] = "application/json"
+    return requests.request(method, url, data=payload or None, headers=headers, timeout=timeout)

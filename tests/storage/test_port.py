@@ -11,7 +11,10 @@ from taskyard.storage.port import Storage, UniqueViolation
 
 
 async def _pending(storage: Storage, task_id: str, priority: int, inserted: int, tq: str = "p/w") -> None:
+    """A task row and its pending run, as createTask writes them (definition and runs abridged)."""
     async with storage.transaction() as tx:
+        row = (task_id, task_id, "-", "none", tq, "lowest", "all-completed", 5, 0, 10**13, 10**13, "{}", "[]")
+        await tx.execute("insert_task", *row, "pending", None, None, False, 1)
         await tx.execute("insert_pending", task_id, 0, tq, priority, inserted, 10**13)
 
 
@@ -32,24 +35,48 @@ async def test_unique_violation_is_translated(storage: Storage) -> None:
             await tx.execute("insert_group", "g", "-", 1)
 
 
-async def test_take_pending_orders_by_priority_then_age_and_removes(storage: Storage) -> None:
+async def test_lock_pending_orders_by_priority_then_age(storage: Storage) -> None:
     await _pending(storage, "old-low", 1, 1)
     await _pending(storage, "new-high", 5, 3)
     await _pending(storage, "mid-high", 5, 2)
     await _pending(storage, "other-queue", 7, 1, tq="p/other")
     async with storage.transaction() as tx:
-        taken = await tx.fetch("take_pending", "p/w", 2, 0)
-    order = sorted(taken, key=lambda r: (-r["priority"], r["inserted"]))
-    assert [r["task_id"] for r in order] == ["mid-high", "new-high"]
-    async with storage.reader() as session:
-        assert await session.fetchval("count_pending", "p/w") == 1
+        rows = await tx.fetch("lock_pending", "p/w", 2, 0)
+    assert [r["task_id"] for r in rows] == ["mid-high", "new-high"]
+    assert [r["pending_run_id"] for r in rows] == [0, 0]
 
 
-async def test_take_pending_skips_rows_past_deadline(storage: Storage) -> None:
+async def test_lock_pending_skips_runs_past_deadline(storage: Storage) -> None:
+    await _pending(storage, "late", 1, 1)
     async with storage.transaction() as tx:
-        await tx.execute("insert_pending", "late", 0, "p/w", 1, 1, 100)
-    async with storage.transaction() as tx:
-        assert await tx.fetch("take_pending", "p/w", 5, 200) == []
+        assert await tx.fetch("lock_pending", "p/w", 5, 10**13 + 1) == []
+
+
+@pytest.mark.postgres
+async def test_lock_pending_skips_tasks_another_transaction_holds(db_url: str) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has one writer at a time; there is nothing to skip")
+    storage = await open_storage(db_url)
+    try:
+        await _pending(storage, "busy", 5, 1)
+        await _pending(storage, "free", 1, 2)
+        holding, release = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:  # like a cancelTask: the task row first, then its pending row
+            async with storage.transaction() as tx:
+                await tx.fetchrow("get_task_for_update", "busy")
+                holding.set()
+                await release.wait()
+
+        holder = asyncio.create_task(hold())
+        await holding.wait()
+        async with storage.transaction() as tx:
+            rows = await asyncio.wait_for(tx.fetch("lock_pending", "p/w", 5, 0), 5)
+        assert [r["task_id"] for r in rows] == ["free"]
+        release.set()
+        await holder
+    finally:
+        await storage.close()
 
 
 async def test_notifications_arrive_after_commit_only(storage: Storage) -> None:

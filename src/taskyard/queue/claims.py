@@ -12,7 +12,7 @@ from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
-from taskyard.storage.port import Tx
+from taskyard.storage.port import Row, Tx
 
 MAX_TASKS_PER_CLAIM = 32
 
@@ -57,6 +57,7 @@ async def claim_work(
     """
     loop = asyncio.get_running_loop()
     give_up = loop.time() + q.config.claim_work_timeout
+    await workers.seen(q, task_queue_id, worker)
     if await workers.quarantined(q, task_queue_id, worker):
         await asyncio.sleep(q.config.claim_work_timeout)
         return []
@@ -76,11 +77,11 @@ async def claim_pending(
     now = q.clock()
     taken_until = now + q.config.claim_timeout * 1000
     async with q.storage.transaction() as tx:
-        taken = await tx.fetch("take_pending", task_queue_id, count, now)
-        order = sorted(taken, key=lambda r: (-r["priority"], r["inserted"], r["task_id"]))
+        rows = await tx.fetch("lock_pending", task_queue_id, count, now)
         claimed: list[TaskRecord] = []
-        for row in order:
-            rec = await _claim_one_tx(q, tx, row["task_id"], row["run_id"], worker, taken_until)
+        for row in rows:
+            await tx.execute("delete_pending_run", row["task_id"], row["pending_run_id"])
+            rec = await _claim_one_tx(q, tx, row, worker, taken_until)
             if rec is not None:
                 claimed.append(rec)
         if claimed:
@@ -91,16 +92,14 @@ async def claim_pending(
 
 
 async def _claim_one_tx(
-    q: Queue, tx: Tx, task_id: str, run_id: int, worker: tuple[str, str], taken_until: int
+    q: Queue, tx: Tx, row: Row, worker: tuple[str, str], taken_until: int
 ) -> TaskRecord | None:
-    row = await tx.fetchrow("get_task_for_update", task_id)
-    if row is None:
-        return None
     rec = service.record_from_row(row)
+    run_id = row["pending_run_id"]
     if rec.deadline <= q.clock() or run_id != len(rec.runs) - 1 or rec.state != "pending":
         return None  # a stale index entry: the run was cancelled, resolved or superseded
     change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
-    change.dequeue = False  # take_pending already removed the run from the claim index
+    change.dequeue = False  # its pending row is already deleted
     await service.apply_tx(q, tx, change, old_version=rec.version)
     return change.record
 

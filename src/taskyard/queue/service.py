@@ -43,7 +43,7 @@ class Queue:
         self.signals = PendingSignals()
         self.events_committed: Callable[[], None] = lambda: None
         self.resolutions_committed = asyncio.Event()
-        self.task_queue_writes: dict[str, int] = {}
+        self.seen_writes: dict[str, int] = {}
         # Who signs the temporary credentials handed out with claims: (clientId, accessToken).
         self.credentials_issuer: tuple[str, str] = ("", "")
 

@@ -10,7 +10,7 @@ from taskyard.model.messages import task_message
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import groups, service
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Tx
+from taskyard.storage.port import Tx, UniqueViolation
 
 MAX_BULK_IDS = 1000
 
@@ -47,11 +47,23 @@ async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
         task_id, body, now=q.clock(), max_deadline_days=q.config.max_task_deadline_days
     )
     rec = new_record(task_id, definition, int(definition["retries"]))
+    for attempt in range(3):
+        try:
+            return await _create_tx(q, rec, definition)
+        except UniqueViolation:
+            # A racing createTask inserted the same task or group first: look again, and
+            # answer as for a repeat (or a conflict) now that its row is there.
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
+async def _create_tx(q: Queue, rec: TaskRecord, definition: dict[str, Any]) -> dict[str, Any]:
     async with q.storage.transaction() as tx:
-        row = await tx.fetchrow("get_task_for_update", task_id)
+        await groups.join_group_tx(q, tx, rec)
+        row = await tx.fetchrow("get_task_for_update", rec.task_id)
         if row is not None:
             return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
-        await groups.join_group_tx(q, tx, rec)
         blocked = await _add_dependencies_tx(tx, rec)
         defined = task_message("task-defined", rec.status(), rec.definition)
         change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())

@@ -41,6 +41,17 @@ async def quarantined(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> 
     return row is not None and (row["quarantine_until"] or 0) > q.clock()
 
 
+async def seen(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> None:
+    """Record that `worker` asked for work, at most once a minute per worker and process."""
+    key = f"{task_queue_id}/{worker[0]}/{worker[1]}"
+    now = q.clock()
+    if now - q.seen_writes.get(key, 0) < TASK_QUEUE_WRITE_EVERY:
+        return
+    async with q.storage.transaction() as tx:
+        await seen_tx(q, tx, task_queue_id, worker, [])
+    q.seen_writes[key] = now
+
+
 async def seen_tx(
     q: Queue, tx: Tx, task_queue_id: str, worker: tuple[str, str], claimed: list[tuple[str, int]]
 ) -> None:
@@ -64,10 +75,10 @@ async def seen_tx(
 
 
 async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
-    last = q.task_queue_writes.get(task_queue_id, 0)
+    last = q.seen_writes.get(task_queue_id, 0)
     if now - last >= TASK_QUEUE_WRITE_EVERY:
         await tx.execute("upsert_task_queue", task_queue_id, now + dates.DAY, now)
-        q.task_queue_writes[task_queue_id] = now
+        q.seen_writes[task_queue_id] = now
 
 
 def task_queue_body(row: Row) -> dict[str, Any]:

@@ -9,15 +9,15 @@ SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
--- name: take_pending
-DELETE FROM pending_runs
- WHERE (task_id, run_id) IN (
-       SELECT task_id, run_id FROM pending_runs
-        WHERE task_queue_id = $1 AND deadline > $3
-        ORDER BY priority DESC, inserted, task_id
-        LIMIT $2
-          FOR UPDATE SKIP LOCKED)
-RETURNING task_id, run_id, priority, inserted
+-- name: lock_pending
+-- The first claimable runs with their task rows, both locked; a run whose pending row or task row
+-- another transaction holds (a claim, a cancel, a priority change) is skipped, never waited for.
+SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
+  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+ WHERE p.task_queue_id = $1 AND p.deadline > $3
+ ORDER BY p.priority DESC, p.inserted, p.task_id
+ LIMIT $2
+   FOR UPDATE OF p, t SKIP LOCKED
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions

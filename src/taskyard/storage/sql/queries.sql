@@ -20,6 +20,9 @@ INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, de
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (task_id, run_id) DO NOTHING
 
+-- name: delete_pending_run
+DELETE FROM pending_runs WHERE task_id = $1 AND run_id = $2
+
 -- name: delete_pending_for_task
 DELETE FROM pending_runs WHERE task_id = $1
 

@@ -9,14 +9,12 @@ SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY 
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
--- name: take_pending
-DELETE FROM pending_runs
- WHERE rowid IN (
-       SELECT rowid FROM pending_runs
-        WHERE task_queue_id = $1 AND deadline > $3
-        ORDER BY priority DESC, inserted, task_id
-        LIMIT $2)
-RETURNING task_id, run_id, priority, inserted
+-- name: lock_pending
+SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
+  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+ WHERE p.task_queue_id = $1 AND p.deadline > $3
+ ORDER BY p.priority DESC, p.inserted, p.task_id
+ LIMIT $2
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
