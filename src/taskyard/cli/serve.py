@@ -86,6 +86,14 @@ async def serve(config: ServerConfig, *, banner: str | None = None) -> None:
             app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on"
         )
     )
-    if banner:
+    async def announce() -> None:
+        while not server.started:  # print only once the port is really ours
+            await asyncio.sleep(0.05)
         print(banner, flush=True)
-    await server.serve()
+
+    announcing = asyncio.create_task(announce()) if banner else None
+    try:
+        await server.serve()
+    finally:
+        if announcing is not None:
+            announcing.cancel()
