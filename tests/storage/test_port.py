@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -140,3 +141,23 @@ async def test_notifications_resume_after_the_listener_connection_drops(db_url: 
         assert await asyncio.wait_for(heard.get(), 10) == "p/w"
     finally:
         await storage.close()
+
+
+async def test_cancelled_transactions_never_leave_one_open(storage: Storage) -> None:
+    """A caller cancelled at any point (a client hanging up) must not break later transactions."""
+
+    async def write(n: int) -> None:
+        async with storage.transaction() as tx:
+            await tx.execute("insert_group", f"g{n}", "-", 1)
+            await tx.fetchval("group_size", f"g{n}")
+
+    for n in range(60):
+        attempt = asyncio.create_task(write(n))
+        for _ in range(n % 6):
+            await asyncio.sleep(0)
+        attempt.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await attempt
+    await write(1000)
+    async with storage.reader() as session:
+        assert await session.fetchrow("get_group", "g1000") is not None

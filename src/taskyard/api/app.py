@@ -125,26 +125,21 @@ async def _authenticate(services: Services, route: Route, request: Request, raw:
     return who.client_id
 
 
-async def _until_disconnected(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
+async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
 
 
-async def _run_watching_disconnect(request: Request, work: Awaitable[Any]) -> Any:
-    """Run `work`, cancelling it if the client goes away (long polls)."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_until_disconnected(request))
+async def _run_watching_disconnect(request: Request, call: Call, handler: Route) -> Any:
+    """Run a long poll, telling it (never cancelling it mid-transaction) when the client goes away."""
+    watcher = asyncio.create_task(_watch_disconnect(request, call.gone))
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        return await handler.handler(call)
     finally:
         watcher.cancel()
-        if not task.done():
-            task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await watcher
-    return await task
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
 
 
 def echo_payload(route: Route, params: dict[str, str], body: Any) -> Any:
@@ -177,8 +172,10 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             if route.input is not None:
                 schema.validate(route.input, body, where="body")
             call = Call(route.name, params, dict(request.query_params), body, client_id, services)
-            work = route.handler(call)
-            result = await (_run_watching_disconnect(request, work) if route.name == "claimWork" else work)
+            if route.long_poll:
+                result = await _run_watching_disconnect(request, call, route)
+            else:
+                result = await route.handler(call)
         except TaskyardError as exc:
             return _error_response(exc, route.name, params, echo_payload(route, params, body))
         except Exception:

@@ -107,7 +107,7 @@ async def change_task_group_priority(call: Call) -> Any:
 
 async def claim_work(call: Call) -> Any:
     count = call.body.get("tasks", 1)
-    return {"tasks": await claims.claim_work(_q(call), _tq(call), _worker(call), count)}
+    return {"tasks": await claims.claim_work(_q(call), _tq(call), _worker(call), count, gone=call.gone)}
 
 
 async def claim_task(call: Call) -> Any:
@@ -349,6 +349,7 @@ ROUTES = [
         claim_work,
         {"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]},
         CLAIM_WORK,
+        long_poll=True,
     ),
     Route(
         "POST",

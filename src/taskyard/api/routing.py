@@ -6,6 +6,7 @@ with `<param>` placeholders filled from the path parameters and the handler's ow
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ class Call:
     client_id: str
     services: Any
     headers: dict[str, str] = field(default_factory=dict)
-    disconnected: Callable[[], Awaitable[bool]] | None = None
+    gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the client disconnects
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -66,6 +67,7 @@ class Route:
     scopes: ScopeExpression | None = None
     input: schema.Schema | None = None
     stability: str = "stable"
+    long_poll: bool = False
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:

@@ -86,6 +86,7 @@ async def serve(config: ServerConfig, *, banner: str | None = None) -> None:
             app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on"
         )
     )
+
     async def announce() -> None:
         while not server.started:  # print only once the port is really ours
             await asyncio.sleep(0.05)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from taskyard.auth import hawk
@@ -48,26 +49,30 @@ def _claim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str])
 
 
 async def claim_work(
-    q: Queue, task_queue_id: str, worker: tuple[str, str], count: int
+    q: Queue, task_queue_id: str, worker: tuple[str, str], count: int, *, gone: asyncio.Event | None = None
 ) -> list[dict[str, Any]]:
     """Claim up to `count` pending tasks, waiting up to the long-poll timeout for the first.
 
     Wakes on the task-pending signal, never by sleeping in a loop. A quarantined worker is
-    recorded as seen, waits the whole timeout and gets nothing.
+    recorded as seen, waits the whole timeout and gets nothing. When `gone` is set (the worker
+    hung up) it stops waiting; it is never cancelled in the middle of a claim.
     """
+    gone = gone or asyncio.Event()
     loop = asyncio.get_running_loop()
     give_up = loop.time() + q.config.claim_work_timeout
     await workers.seen(q, task_queue_id, worker)
     if await workers.quarantined(q, task_queue_id, worker):
-        await asyncio.sleep(q.config.claim_work_timeout)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(gone.wait(), q.config.claim_work_timeout)
         return []
-    while True:
+    while not gone.is_set():
         with q.signals.waiter(task_queue_id) as waiter:
             claims = await claim_pending(q, task_queue_id, worker, count)
             remaining = give_up - loop.time()
             if claims or remaining <= 0:
                 return claims
-            await waiter.wait(remaining)
+            await waiter.wait(remaining, gone)
+    return []
 
 
 async def claim_pending(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from typing import Any
 
 
 class Waiter:
@@ -18,14 +19,17 @@ class Waiter:
         self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._used = False
 
-    async def wait(self, timeout: float) -> bool:
-        """Wait up to `timeout` seconds; True if woken."""
+    async def wait(self, timeout: float, gone: asyncio.Event) -> bool:
+        """Wait up to `timeout` seconds, or until `gone` is set; True if woken."""
+        stop: asyncio.Future[Any] = asyncio.ensure_future(gone.wait())
+        either: set[asyncio.Future[Any]] = {self.future, stop}
         try:
-            await asyncio.wait_for(asyncio.shield(self.future), timeout)
-        except TimeoutError:
-            return False
-        self._used = True
-        return True
+            await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        # A wake-up that arrives as the worker leaves is not used: leaving passes it on.
+        self._used = self.future.done() and not self.future.cancelled() and not gone.is_set()
+        return self._used
 
     def __enter__(self) -> Waiter:
         self._signals._waiters.setdefault(self._task_queue_id, deque()).append(self.future)

@@ -129,7 +129,10 @@ class PostgresStorage:
                 for channel, payload in session._notes:
                     await conn.execute("SELECT pg_notify($1, $2)", channel, f"{self._token}:{payload}")
             except BaseException:
-                await tx.rollback()
+                try:
+                    await tx.rollback()
+                except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
+                    conn.terminate()
                 raise
             with wrap_db_errors():
                 await tx.commit()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,26 @@ class _Session:
         self._callbacks.append(callback)
 
 
+async def _uncancellable(statement: Awaitable[object]) -> None:
+    """Run BEGIN, COMMIT or ROLLBACK to the end even if the caller is cancelled meanwhile.
+
+    The connection is shared: a transaction left open by a cancelled caller would make every
+    later BEGIN fail. The cancellation still reaches the caller, once the statement is done.
+    """
+    task = asyncio.ensure_future(statement)
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await task
+        raise
+
+
+async def _rollback(conn: aiosqlite.Connection) -> None:
+    # Queued behind any statement a cancelled caller left running; there may be nothing to undo.
+    with contextlib.suppress(sqlite3.OperationalError):
+        await conn.execute("ROLLBACK")
+
+
 class SQLiteStorage:
     """Storage on one SQLite file. Transactions are serialised in this process (BEGIN IMMEDIATE)."""
 
@@ -127,17 +148,18 @@ class SQLiteStorage:
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
         assert self._writer is not None, "storage is not open"
+        writer = self._writer
         async with self._lock:
-            session = _Session(self._writer, self._queries)
-            with wrap_db_errors():
-                await self._writer.execute("BEGIN IMMEDIATE")
+            session = _Session(writer, self._queries)
             try:
+                with wrap_db_errors():
+                    await _uncancellable(writer.execute("BEGIN IMMEDIATE"))
                 yield session
+                with wrap_db_errors():
+                    await _uncancellable(writer.execute("COMMIT"))
             except BaseException:
-                await self._writer.execute("ROLLBACK")
+                await _uncancellable(_rollback(writer))
                 raise
-            with wrap_db_errors():
-                await self._writer.execute("COMMIT")
         self._deliver(session)
 
     def _deliver(self, session: _Session) -> None:
