@@ -7,7 +7,8 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
+from typing import Any
 
 from taskyard import __version__
 from taskyard.auth import static
@@ -43,6 +44,17 @@ def banner(config: ServerConfig) -> str:
     )
 
 
+def run(main: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop where it is installed (it is a dependency), else on asyncio's own loop."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(
@@ -53,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = options.server_config(options.resolve(args, os.environ), os.environ)
         from taskyard.cli.serve import serve
 
-        asyncio.run(serve(config, banner=banner(config)))
+        run(serve(config, banner=banner(config)))
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2

@@ -17,11 +17,12 @@ import orjson
 
 from taskyard.events.port import EventBus
 from taskyard.model.messages import Message
-from taskyard.storage.port import Storage, Tx
+from taskyard.storage.port import Row, Storage, Tx
 
 log = logging.getLogger(__name__)
 _RELAY_LOCK = 0x7A5C_0002
 BATCH = 500
+GATHER_SECONDS = 0.002
 
 
 async def append_tx(tx: Tx, messages: Sequence[Message]) -> None:
@@ -56,20 +57,19 @@ class OutboxRelay:
                 log.exception("outbox relay failed; retrying")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._idle)
+                # Let the commits of the next few milliseconds join this batch: one relay
+                # transaction for many events rather than one per commit.
+                await asyncio.sleep(GATHER_SECONDS)
             self._wake.clear()
 
     async def relay_once(self) -> int:
         """Publish and delete one batch; answer how many events it held."""
         async with self._storage.transaction() as tx:
-            if not await self._storage.advisory_lock(tx, _RELAY_LOCK):
-                return 0
-            rows = await tx.fetch("list_events", BATCH)
-            if not rows:
-                return 0
-            messages = [
-                Message(r["exchange"], r["routing_key"], orjson.loads(r["body"]), orjson.loads(r["cc"]))
-                for r in rows
-            ]
-            await self._bus.publish(messages)
-            await tx.execute("delete_events", [r["id"] for r in rows])
+            rows = sorted(await tx.fetch("take_events", BATCH, _RELAY_LOCK), key=lambda r: int(r["id"]))
+            if rows:
+                await self._bus.publish([_message(r) for r in rows])
         return len(rows)
+
+
+def _message(row: Row) -> Message:
+    return Message(row["exchange"], row["routing_key"], orjson.loads(row["body"]), orjson.loads(row["cc"]))

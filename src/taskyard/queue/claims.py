@@ -61,13 +61,15 @@ async def claim_work(
     loop = asyncio.get_running_loop()
     give_up = loop.time() + q.config.claim_work_timeout
     await workers.seen(q, task_queue_id, worker)
-    if await workers.quarantined(q, task_queue_id, worker):
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(gone.wait(), q.config.claim_work_timeout)
-        return []
     while not gone.is_set():
         with q.signals.waiter(task_queue_id) as waiter:
-            claims = await claim_pending(q, task_queue_id, worker, count)
+            try:
+                claims = await claim_pending(q, task_queue_id, worker, count)
+            except workers.Quarantined:
+                waiter.pass_on()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(gone.wait(), q.config.claim_work_timeout)
+                return []
             remaining = give_up - loop.time()
             if claims or remaining <= 0:
                 return claims
@@ -78,10 +80,16 @@ async def claim_work(
 async def claim_pending(
     q: Queue, task_queue_id: str, worker: tuple[str, str], count: int
 ) -> list[dict[str, Any]]:
-    """One attempt: take up to `count` runs from the claim index and claim them, in one transaction."""
+    """One attempt: take up to `count` runs from the claim index and claim them, in one transaction.
+
+    Raises `workers.Quarantined` for a quarantined worker.
+    """
     now = q.clock()
     taken_until = now + q.config.claim_timeout * 1000
     async with q.storage.transaction() as tx:
+        known = await tx.fetchrow("get_worker", task_queue_id, *worker)
+        if known is not None and (known["quarantine_until"] or 0) > now:
+            raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
         rows = await tx.fetch("lock_pending", task_queue_id, count, now)
         claimed: list[TaskRecord] = []
         for row in rows:
@@ -90,9 +98,8 @@ async def claim_pending(
             if rec is not None:
                 claimed.append(rec)
         if claimed:
-            await workers.seen_tx(
-                q, tx, task_queue_id, worker, [(r.task_id, len(r.runs) - 1) for r in claimed]
-            )
+            claimed_runs = [(r.task_id, len(r.runs) - 1) for r in claimed]
+            await workers.seen_tx(q, tx, task_queue_id, worker, claimed_runs, known)
     return [_claim_body(q, rec, len(rec.runs) - 1, worker) for rec in claimed]
 
 
@@ -125,8 +132,10 @@ async def claim_task(q: Queue, task_id: str, run_id: int, worker: tuple[str, str
 
     change = await service.transition(q, task_id, step)
     if change.changed:
+        task_queue_id = change.record.task_queue_id
         async with q.storage.transaction() as tx:
-            await workers.seen_tx(q, tx, change.record.task_queue_id, worker, [(task_id, run_id)])
+            row = await tx.fetchrow("get_worker", task_queue_id, *worker)
+            await workers.seen_tx(q, tx, task_queue_id, worker, [(task_id, run_id)], row)
     return _claim_body(q, change.record, run_id, worker)
 
 

@@ -32,14 +32,11 @@ def group_body(row: Row) -> dict[str, Any]:
 
 async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
     """Create the task's group or check it may join it: same schedulerId, not sealed."""
+    # One upsert creates the group, renews an expired one, or extends a live one; it answers the
+    # group as it now stands. A refusal below rolls it back with the rest of createTask.
     expires = rec.expires + dates.HOUR
-    row = await tx.fetchrow("get_group", rec.task_group_id)
-    if row is not None and row["expires"] < q.clock():
-        await tx.execute("expire_group", rec.task_group_id)
-        row = None
-    if row is None:
-        await tx.execute("insert_group", rec.task_group_id, rec.scheduler_id, expires)
-        return
+    row = await tx.fetchrow("join_group", rec.task_group_id, rec.scheduler_id, expires, q.clock())
+    assert row is not None
     if row["scheduler_id"] != rec.scheduler_id:
         raise RequestConflict(
             f"task group {rec.task_group_id} belongs to schedulerId {row['scheduler_id']!r}, "
@@ -47,7 +44,6 @@ async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
         )
     if row["sealed"] is not None:
         raise RequestConflict(f"task group {rec.task_group_id} is sealed; no task can be added to it")
-    await tx.execute("extend_group", rec.task_group_id, expires)
 
 
 async def _get(session: Session, task_group_id: str) -> Row:

@@ -31,6 +31,10 @@ class Waiter:
         self._used = self.future.done() and not self.future.cancelled() and not gone.is_set()
         return self._used
 
+    def pass_on(self) -> None:
+        """This waiter will not use a wake-up: hand any it got to the next waiter."""
+        self._used = False
+
     def __enter__(self) -> Waiter:
         self._signals._waiters.setdefault(self._task_queue_id, deque()).append(self.future)
         return self

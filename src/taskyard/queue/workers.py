@@ -48,17 +48,29 @@ async def seen(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> None:
     if now - q.seen_writes.get(key, 0) < TASK_QUEUE_WRITE_EVERY:
         return
     async with q.storage.transaction() as tx:
-        await seen_tx(q, tx, task_queue_id, worker, [])
+        row = await tx.fetchrow("get_worker", task_queue_id, *worker)
+        await seen_tx(q, tx, task_queue_id, worker, [], row)
     q.seen_writes[key] = now
 
 
+class Quarantined(Exception):
+    """The worker is quarantined: it gets no work."""
+
+
 async def seen_tx(
-    q: Queue, tx: Tx, task_queue_id: str, worker: tuple[str, str], claimed: list[tuple[str, int]]
+    q: Queue,
+    tx: Tx,
+    task_queue_id: str,
+    worker: tuple[str, str],
+    claimed: list[tuple[str, int]],
+    row: Row | None,
 ) -> None:
-    """Record that `worker` was active and claimed `claimed` (keeping its last 20 tasks)."""
+    """Record that `worker` was active and claimed `claimed` (keeping its last 20 tasks).
+
+    `row` is the worker's row as read in `tx` (None if it has none yet).
+    """
     now = q.clock()
     await _task_queue_seen_tx(q, tx, task_queue_id, now)
-    row = await tx.fetchrow("get_worker", task_queue_id, *worker)
     recent = orjson.loads(row["recent_tasks"]) if row else []
     recent = (recent + [{"taskId": t, "runId": r} for t, r in claimed])[-RECENT_TASKS:]
     await tx.execute(

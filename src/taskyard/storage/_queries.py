@@ -29,12 +29,15 @@ def load(dialect: str) -> dict[str, str]:
     return queries
 
 
-def migrations(words: dict[str, str]) -> list[tuple[int, str, list[str]]]:
-    """(version, name, statements) for every numbered migration, in order."""
+def migrations(dialect: str, words: dict[str, str]) -> list[tuple[int, str, list[str]]]:
+    """(version, name, statements) for every numbered migration, in order.
+
+    `0001_name.sql` applies to every dialect; `0002_name.postgres.sql` only to PostgreSQL.
+    """
     found = []
     for entry in resources.files("taskyard.storage").joinpath("migrations").iterdir():
-        match = re.match(r"^(\d{4})_([a-z0-9_]+)\.sql$", entry.name)
-        if match is None:
+        match = re.match(r"^(\d{4})_([a-z0-9_]+)(?:\.(sqlite|postgres))?\.sql$", entry.name)
+        if match is None or match.group(3) not in (None, dialect):
             continue
         text = entry.read_text(encoding="utf-8")
         for word, replacement in words.items():

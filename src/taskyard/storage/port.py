@@ -65,9 +65,6 @@ class Storage(Protocol):
     async def listen(self, channel: str, listener: Listener) -> None:
         """Call `listener(payload)` for every notification on `channel`, from any process."""
 
-    async def advisory_lock(self, tx: Tx, key: int) -> bool:
-        """Take a lock held until `tx` ends, shared with other processes; False if taken."""
-
     async def close(self) -> None:
         """Release connections."""
 

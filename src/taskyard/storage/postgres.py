@@ -92,7 +92,9 @@ class PostgresStorage:
 
     async def open(self) -> PostgresStorage:
         with wrap_db_errors():
-            self._pool = await asyncpg.create_pool(self._dsn, min_size=1, max_size=self._pool_size)
+            self._pool = await asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session
+            )
             await self._migrate()
         return self
 
@@ -105,7 +107,7 @@ class PostgresStorage:
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
             )
             applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
-            for version, name, statements in _queries.migrations(_WORDS):
+            for version, name, statements in _queries.migrations("postgres", _WORDS):
                 if version in applied:
                     continue
                 for statement in statements:
@@ -197,9 +199,6 @@ class PostgresStorage:
         if token != self._token:
             self._dispatch(channel, body)
 
-    async def advisory_lock(self, tx: Tx, key: int) -> bool:
-        return bool(await tx.fetchval("try_advisory_xact_lock", key))
-
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if self._reconnecting is not None:
@@ -209,6 +208,12 @@ class PostgresStorage:
             self._listen_conn = None
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Skip asyncpg's reset on release (UNLISTEN, RESET ALL ...): it costs a round trip per
+    transaction, and taskyard leaves no session state behind. Transactions always end in
+    COMMIT or ROLLBACK, advisory locks are transaction-scoped, LISTEN has its own connection."""
 
 
 def _mask(dsn: str) -> str:

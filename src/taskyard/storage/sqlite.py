@@ -59,15 +59,13 @@ class _Session:
             await self._conn.executemany(self._queries[name], [_args(r) for r in rows])
 
     async def fetch(self, name: str, *args: object) -> list[Row]:
+        # execute_fetchall: one trip to aiosqlite's thread instead of two
         with wrap_db_errors():
-            cursor = await self._conn.execute(self._queries[name], _args(args))
-            return list(await cursor.fetchall())  # type: ignore[arg-type]
+            return list(await self._conn.execute_fetchall(self._queries[name], _args(args)))  # type: ignore[arg-type]
 
     async def fetchrow(self, name: str, *args: object) -> Row | None:
-        with wrap_db_errors():
-            cursor = await self._conn.execute(self._queries[name], _args(args))
-            row = await cursor.fetchone()
-            return row  # type: ignore[return-value]
+        rows = await self.fetch(name, *args)
+        return rows[0] if rows else None
 
     async def fetchval(self, name: str, *args: object) -> Any:
         row = await self.fetchrow(name, *args)
@@ -134,7 +132,7 @@ class SQLiteStorage:
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
         )
-        for version, name, statements in _queries.migrations(_WORDS):
+        for version, name, statements in _queries.migrations("sqlite", _WORDS):
             await conn.execute("BEGIN IMMEDIATE")
             cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))
             if await cursor.fetchone() is None:
@@ -176,9 +174,6 @@ class SQLiteStorage:
 
     async def listen(self, channel: str, listener: Listener) -> None:
         self._listeners.setdefault(channel, []).append(listener)
-
-    async def advisory_lock(self, tx: Tx, key: int) -> bool:
-        return True  # BEGIN IMMEDIATE already excludes every other writer
 
     async def close(self) -> None:
         for conn in (self._reader, self._writer):

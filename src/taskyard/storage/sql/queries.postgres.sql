@@ -23,9 +23,18 @@ SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.insert
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
  ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
 
--- name: try_advisory_xact_lock
-SELECT pg_try_advisory_xact_lock($1)
+-- name: take_events
+-- Only one relay at a time across processes (the advisory lock keeps commit order). The rows
+-- go with the transaction: deleted if it commits, back in place if it rolls back.
+DELETE FROM outbox
+ WHERE id IN (SELECT id FROM outbox WHERE pg_try_advisory_xact_lock($2) ORDER BY id LIMIT $1)
+RETURNING id, exchange, routing_key, cc, body
 
--- name: delete_events
--- By id, never by range: a lower id may commit after a higher one was read.
-DELETE FROM outbox WHERE id = ANY($1::bigint[])
+-- name: join_group
+-- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it.
+INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
+ON CONFLICT (task_group_id) DO UPDATE
+   SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
+       sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
+       expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE GREATEST(g.expires, excluded.expires) END
+RETURNING scheduler_id, sealed

@@ -80,9 +80,6 @@ SELECT * FROM task_groups WHERE task_group_id = $1
 -- name: insert_group
 INSERT INTO task_groups (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
 
--- name: extend_group
-UPDATE task_groups SET expires = $2 WHERE task_group_id = $1 AND expires < $2
-
 -- name: seal_group
 UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1 AND sealed IS NULL
 
@@ -139,8 +136,6 @@ ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
 -- name: insert_event
 INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
 
--- name: list_events
-SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id LIMIT $1
 
 
 -- name: expired_claims
@@ -171,5 +166,3 @@ DELETE FROM task_queues WHERE expires < $1
 -- name: expire_workers
 DELETE FROM workers WHERE expires < $1 AND (quarantine_until IS NULL OR quarantine_until < $1)
 
--- name: expire_group
-DELETE FROM task_groups WHERE task_group_id = $1

@@ -19,6 +19,17 @@ SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.insert
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
 
--- name: delete_events
--- By id, never by range: a lower id may commit after a higher one was read.
-DELETE FROM outbox WHERE id IN (SELECT value FROM json_each($1))
+-- name: take_events
+-- BEGIN IMMEDIATE already makes this the only writer; $2 (the lock key elsewhere) is unused.
+DELETE FROM outbox
+ WHERE id IN (SELECT id FROM outbox WHERE $2 = $2 ORDER BY id LIMIT $1)
+RETURNING id, exchange, routing_key, cc, body
+
+-- name: join_group
+-- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it.
+INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
+ON CONFLICT (task_group_id) DO UPDATE
+   SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
+       sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
+       expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE MAX(g.expires, excluded.expires) END
+RETURNING scheduler_id, sealed
