@@ -78,7 +78,7 @@ class _Session:
 class PostgresStorage:
     """Storage on a PostgreSQL database, shareable by many processes."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 10) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 20) -> None:
         self.url_for_humans = _mask(dsn)
         self._dsn = dsn
         self._pool_size = pool_size
