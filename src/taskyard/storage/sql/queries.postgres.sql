@@ -12,12 +12,19 @@ SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SH
 -- name: lock_pending
 -- The first claimable runs with their task rows, both locked; a run whose pending row or task row
 -- another transaction holds (a claim, a cancel, a priority change) is skipped, never waited for.
+-- The pending rows are chosen first, from the claim index alone, so the cost does not grow with
+-- the backlog even before the planner has statistics.
+WITH p AS (
+    SELECT task_id, run_id, priority, inserted FROM pending_runs
+     WHERE task_queue_id = $1 AND deadline > $3
+     ORDER BY priority DESC, inserted, task_id
+     LIMIT $2
+       FOR UPDATE SKIP LOCKED
+)
 SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
-  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
- WHERE p.task_queue_id = $1 AND p.deadline > $3
+  FROM p JOIN tasks t ON t.task_id = p.task_id
  ORDER BY p.priority DESC, p.inserted, p.task_id
- LIMIT $2
-   FOR UPDATE OF p, t SKIP LOCKED
+   FOR UPDATE OF t SKIP LOCKED
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
