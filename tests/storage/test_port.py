@@ -89,8 +89,9 @@ async def test_notifications_arrive_after_commit_only(storage: Storage) -> None:
             raise RuntimeError
     async with storage.transaction() as tx:
         tx.notify("task_pending", "p/w")
+        tx.notify("task_pending", "it's a back\\slash")
         assert heard == []
-    assert heard == ["p/w"]
+    assert heard == ["p/w", "it's a back\\slash"]
 
 
 @pytest.mark.postgres
@@ -103,7 +104,9 @@ async def test_notifications_cross_processes(db_url: str) -> None:
         await second.listen("task_pending", heard.put_nowait)
         async with first.transaction() as tx:
             tx.notify("task_pending", "p/w")
+            tx.notify("task_pending", "it's a back\\slash")
         assert await asyncio.wait_for(heard.get(), 10) == "p/w"
+        assert await asyncio.wait_for(heard.get(), 10) == "it's a back\\slash"
     finally:
         await first.close()
         await second.close()

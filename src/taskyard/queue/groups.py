@@ -107,15 +107,15 @@ async def cancel_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
     }
 
 
-async def announce_if_resolved_tx(q: Queue, tx: Tx, task_group_id: str) -> None:
-    """Publish task-group-resolved if no task of the group is waiting for a final resolution."""
-    if await tx.fetchval("group_has_unresolved", task_group_id) is not None:
-        return
-    row = await tx.fetchrow("get_group", task_group_id)
-    if row is not None:
+async def announce_resolved_tx(q: Queue, tx: Tx, task_group_ids: list[str]) -> None:
+    """Publish task-group-resolved for each of these groups with no task waiting for a final resolution."""
+    messages = []
+    for row in await tx.fetch("resolved_groups", task_group_ids):
         body = group_body(row)
-        message = group_message("task-group-resolved", task_group_id, body["schedulerId"], _rest(body))
-        await service.publish_tx(q, tx, [message])
+        messages.append(
+            group_message("task-group-resolved", body["taskGroupId"], body["schedulerId"], _rest(body))
+        )
+    await service.publish_tx(q, tx, messages)
 
 
 async def change_task_group_priority(q: Queue, task_group_id: str, new_priority: str) -> dict[str, Any]:

@@ -70,14 +70,16 @@ async def resolve_dependencies(q: Queue) -> int:
     """Process final resolutions: satisfy edges, schedule unblocked dependents, announce resolved groups."""
     async with q.storage.transaction() as tx:
         rows = await tx.fetch("take_resolutions", BATCH)
-        for row in rows:
-            dependents = await tx.fetch("satisfy_dependencies", row["task_id"], row["resolution"])
-            for dep in dependents:
-                task_id = dep["dependent_task_id"]
-                if await tx.fetchval("count_open_dependencies", task_id) == 0:
-                    await service.transition_tx(q, tx, task_id, lambda rec: _schedule_unblocked(q, rec))
-            await groups.announce_if_resolved_tx(q, tx, row["task_group_id"])
-            await tx.execute("delete_resolution", row["id"])
+        if not rows:
+            return 0
+        resolved = [r["task_id"] for r in rows]
+        completed = [r["task_id"] for r in rows if r["resolution"] == "completed"]
+        edges = await tx.fetch("satisfy_dependencies_of", resolved, completed)
+        for task_id in sorted({e["dependent_task_id"] for e in edges}):
+            if await tx.fetchval("count_open_dependencies", task_id) == 0:
+                await service.transition_tx(q, tx, task_id, lambda rec: _schedule_unblocked(q, rec))
+        await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
+        await tx.execute("delete_resolutions", [r["id"] for r in rows])
     return len(rows)
 
 

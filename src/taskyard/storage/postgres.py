@@ -123,24 +123,29 @@ class PostgresStorage:
             conn = await self._pool.acquire()
         try:
             session = _Session(conn, self._queries)
-            with wrap_db_errors():
-                tx = conn.transaction()
-                await tx.start()
             try:
+                with wrap_db_errors():
+                    await conn.execute("BEGIN")
                 yield session
-                for channel, payload in session._notes:
-                    await conn.execute("SELECT pg_notify($1, $2)", channel, f"{self._token}:{payload}")
+                with wrap_db_errors():
+                    # Notifications ride in the same round trip as COMMIT, and are sent by it.
+                    await conn.execute(self._notify_sql(session._notes) + "COMMIT")
             except BaseException:
                 try:
-                    await tx.rollback()
+                    if conn.is_in_transaction():
+                        await conn.execute("ROLLBACK")
                 except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
                     conn.terminate()
                 raise
-            with wrap_db_errors():
-                await tx.commit()
         finally:
             await self._pool.release(conn)
         self._deliver(session)
+
+    def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
+        return "".join(
+            f"SELECT pg_notify({_literal(channel)}, {_literal(f'{self._token}:{payload}')}); "
+            for channel, payload in notes
+        )
 
     def _deliver(self, session: _Session) -> None:
         for channel, payload in session._notes:
@@ -208,6 +213,13 @@ class PostgresStorage:
             self._listen_conn = None
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal, as an escape string so it reads the same whatever the server's settings."""
+    if "\x00" in text:
+        raise ValueError("a notification cannot carry a NUL character")
+    return "E'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

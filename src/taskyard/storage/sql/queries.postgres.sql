@@ -45,3 +45,21 @@ ON CONFLICT (task_group_id) DO UPDATE
        sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
        expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE GREATEST(g.expires, excluded.expires) END
 RETURNING scheduler_id, sealed
+
+-- name: satisfy_dependencies_of
+-- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
+UPDATE task_dependencies SET satisfied = TRUE
+ WHERE NOT satisfied
+   AND (required_task_id = ANY($2::text[])
+        OR (requires = 'all-resolved' AND required_task_id = ANY($1::text[])))
+RETURNING dependent_task_id
+
+-- name: resolved_groups
+-- Of these groups, those with no task still waiting for a final resolution.
+SELECT * FROM task_groups g
+ WHERE g.task_group_id = ANY($1::text[])
+   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_group_id = g.task_group_id AND NOT t.ever_resolved)
+ ORDER BY g.task_group_id
+
+-- name: delete_resolutions
+DELETE FROM task_resolutions WHERE id = ANY($1::bigint[])

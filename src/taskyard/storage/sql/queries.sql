@@ -57,11 +57,6 @@ VALUES ($1, $2, $3, $4, $5)
 -- name: count_open_dependencies
 SELECT count(*) FROM task_dependencies WHERE dependent_task_id = $1 AND NOT satisfied
 
--- name: satisfy_dependencies
-UPDATE task_dependencies SET satisfied = TRUE
- WHERE required_task_id = $1 AND NOT satisfied AND (requires = 'all-resolved' OR $2 = 'completed')
-RETURNING dependent_task_id
-
 -- name: list_dependents
 SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task_id
  WHERE d.required_task_id = $1
@@ -70,9 +65,6 @@ SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task
 
 -- name: insert_resolution
 INSERT INTO task_resolutions (task_id, task_group_id, resolution) VALUES ($1, $2, $3)
-
--- name: delete_resolution
-DELETE FROM task_resolutions WHERE id = $1
 
 -- name: get_group
 SELECT * FROM task_groups WHERE task_group_id = $1
@@ -88,9 +80,6 @@ SELECT * FROM tasks WHERE task_group_id = $1 ORDER BY task_id LIMIT $3 OFFSET $2
 
 -- name: group_size
 SELECT count(*) FROM tasks WHERE task_group_id = $1
-
--- name: group_has_unresolved
-SELECT 1 FROM tasks WHERE task_group_id = $1 AND NOT ever_resolved LIMIT 1
 
 -- name: group_open_task_ids
 SELECT task_id FROM tasks
@@ -135,8 +124,6 @@ ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
 
 -- name: insert_event
 INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
-
-
 
 -- name: expired_claims
 SELECT task_id, taken_until FROM tasks
