@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import httpx
 import taskcluster
 
+from taskyard.api import authz
+from taskyard.api.routing import Route
 from taskyard.auth import static
 from taskyard.model import slugid
 from tests.api.conftest import (
@@ -43,7 +46,13 @@ async def test_builtins_answer_unsigned(api: Api) -> None:
     assert (await api.call("GET", "/ping")).status_code == 200
 
 
-async def test_unsigned_requests_to_scoped_routes_are_401(api: Api) -> None:
+def checked_before_loading(route: Route) -> bool:
+    names = authz.template_names(route.scopes)
+    return names <= set(re.findall(r"{(\w+)", route.path)) | set(route.scope_body)
+
+
+async def test_unsigned_requests_to_scoped_routes_are_403(api: Api) -> None:
+    """Without credentials a caller is anonymous: it holds `assume:anonymous` and nothing else here."""
     failures = []
     scoped = routes(signed=True)
     assert len(scoped) > 30
@@ -55,10 +64,12 @@ async def test_unsigned_requests_to_scoped_routes_are_401(api: Api) -> None:
             if body is None
             else api.call(r.method, path, body, creds=None)
         )
+        if response.status_code == 404 and not checked_before_loading(r):
+            continue  # its scopes name the task's or group's own fields: an unknown one is 404 first
         if (
-            response.status_code != 401
-            or response.headers.get("www-authenticate") != "hawk"
-            or response.json().get("code") != "AuthenticationFailed"
+            response.status_code != 403
+            or response.json().get("code") != "InsufficientScopes"
+            or "requires Taskcluster credentials that satisfy" not in response.json()["message"]
             or response.json()["requestInfo"]["method"] != r.name
         ):
             failures.append((r.name, response.status_code, dict(response.headers), response.text[:200]))

@@ -71,10 +71,10 @@ async def test_create_task_error_echoes_definition_with_defaults(api: Api) -> No
     assert payload["priority"] == "normal"  # what was sent is kept, not replaced by the default
     assert not await api.task_exists(task_id)
 
-    # The same on a 401.
+    # The same on a 403.
     task_id = slugid.nice()
     response = await api.call("PUT", f"/task/{task_id}", task_definition(api.clock), creds=None)
-    body = assert_error(response, 401, "AuthenticationFailed")
+    body = assert_error(response, 403, "InsufficientScopes")
     payload = body["requestInfo"]["payload"]
     assert payload["schedulerId"] == "-"
     assert payload["taskGroupId"] == task_id

@@ -24,10 +24,13 @@ def assert_401(reply: requests.Response) -> dict[str, Any]:
     return body
 
 
-def test_unsigned_create_task_is_401(server: Server, queue: taskcluster.Queue, tq: str) -> None:
+def test_unsigned_create_task_is_403(server: Server, queue: taskcluster.Queue, tq: str) -> None:
     task_id = slug()
     reply = requests.put(f"{server.api}/task/{task_id}", json=definition(tq), timeout=30)
-    body = assert_401(reply)
+    assert reply.status_code == 403, reply.text
+    body = reply.json()
+    assert body["code"] == "InsufficientScopes"
+    assert "queue:create-task:project:none" in body["message"]
     assert body["requestInfo"]["method"] == "createTask"
     assert body["requestInfo"]["params"] == {"taskId": task_id}
     # As TaskCluster does, even a 401 echoes the definition with its defaults filled in.
@@ -37,12 +40,12 @@ def test_unsigned_create_task_is_401(server: Server, queue: taskcluster.Queue, t
         queue.status(task_id)
 
 
-def test_create_task_with_the_client_and_no_credentials_is_401(
+def test_create_task_with_the_client_and_no_credentials_is_403(
     server: Server, queue: taskcluster.Queue, tq: str
 ) -> None:
     anonymous = server.client(credentials={})
     task_id = slug()
-    with refused(401, "AuthenticationFailed"):
+    with refused(403, "InsufficientScopes"):
         anonymous.createTask(task_id, definition(tq))
     with refused(404, "ResourceNotFound"):
         queue.status(task_id)
@@ -80,9 +83,13 @@ def test_unknown_client_is_401(server: Server, tq: str) -> None:
 
 def test_worker_calls_need_credentials(server: Server, queue: taskcluster.Queue, tq: str) -> None:
     task_id = create(queue, tq)
-    assert_401(requests.post(f"{server.api}/claim-work/{tq}", json={**WORKER, "tasks": 1}, timeout=30))
-    assert_401(requests.post(f"{server.api}/task/{task_id}/runs/0/completed", timeout=30))
-    assert_401(requests.post(f"{server.api}/task/{task_id}/cancel", timeout=30))
+    for reply in (
+        requests.post(f"{server.api}/claim-work/{tq}", json={**WORKER, "tasks": 1}, timeout=30),
+        requests.post(f"{server.api}/task/{task_id}/runs/0/completed", timeout=30),
+        requests.post(f"{server.api}/task/{task_id}/cancel", timeout=30),
+    ):
+        assert reply.status_code == 403, reply.text
+        assert reply.json()["code"] == "InsufficientScopes"
     # Nothing happened to the task.
     assert queue.status(task_id)["status"]["state"] == "pending"
 

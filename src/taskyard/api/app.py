@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +16,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api import queue_v1
+from taskyard.api import authz, queue_v1
 from taskyard.api.errors import error_body
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk
 from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.model.errors import (
-    AuthenticationFailed,
     InputTooLarge,
     InputValidationError,
     InvalidRequestArguments,
@@ -30,6 +29,7 @@ from taskyard.model.errors import (
     ResourceNotFound,
     TaskyardError,
 )
+from taskyard.model.roles import RoleSet
 from taskyard.queue.service import Queue
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,12 @@ class Services:
     queue: Queue
     authenticate: Authenticator
     max_body_bytes: int = 10 * 1024 * 1024
+    roles: RoleSet = field(default_factory=lambda: RoleSet([]))
     started: float = field(default_factory=time.monotonic)
+
+    def expand(self, scopes: Iterable[str]) -> list[str]:
+        """Role-expand `scopes` with the deployment's roles."""
+        return self.roles.expand(scopes)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -116,13 +121,17 @@ def hawk_request(request: Request, raw: bytes) -> hawk.Request:
     )
 
 
-async def _authenticate(services: Services, route: Route, request: Request, raw: bytes) -> str:
+class UncheckedScopes(Exception):
+    """A handler answered without checking its route's scopes: a bug, answered as a 500."""
+
+
+async def _authenticate(services: Services, route: Route, request: Request, raw: bytes) -> authz.Caller:
     if route.scopes is None:
-        return ""
+        return authz.Caller(None, ())
     who = await services.authenticate(hawk_request(request, raw))
     if who is None:
-        raise AuthenticationFailed("this request needs credentials: sign it with Hawk")
-    return who.client_id
+        return authz.caller(None, (), services.expand)
+    return authz.caller(who.client_id, who.unexpanded_scopes, services.expand)
 
 
 async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
@@ -168,14 +177,19 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             _check_path(request.scope["path"], params)
             raw = await read_body(request, services.max_body_bytes)
             body = parse_json(raw, route)
-            client_id = await _authenticate(services, route, request, raw)
+            who = await _authenticate(services, route, request, raw)
             if route.input is not None:
                 schema.validate(route.input, body, where="body")
-            call = Call(route.name, params, dict(request.query_params), body, client_id, services)
+            call = Call(route.name, params, dict(request.query_params), body, who, services, route.scopes)
+            call.scope_body = route.scope_body
+            if route.scopes is not None and call.can_authorize_early():
+                call.authorize()
             if route.long_poll:
                 result = await _run_watching_disconnect(request, call, route)
             else:
                 result = await route.handler(call)
+            if route.scopes is not None and not call.authorized:
+                raise UncheckedScopes(f"{route.name} answered without checking its scopes")
         except TaskyardError as exc:
             return _error_response(exc, route.name, params, echo_payload(route, params, body))
         except Exception:

@@ -80,26 +80,60 @@ async def bulk_statuses(call: Call) -> Any:
 
 
 async def create_task(call: Call) -> Any:
-    return await tasks.create_task(_q(call), call.params["taskId"], call.body)
+    definition = tasks.define(_q(call), call.params["taskId"], call.body)
+    priority = definition["priority"]
+    call.authorize(
+        scopes=definition["scopes"],
+        routes=definition["routes"],
+        projectId=definition["projectId"],
+        schedulerId=definition["schedulerId"],
+        taskQueueId=definition["taskQueueId"],
+        # any scope for the task's priority or a higher one will do
+        priorities=PRIORITIES[: PRIORITIES.index(priority) + 1],
+    )
+    return await tasks.create_defined(_q(call), call.params["taskId"], definition)
+
+
+async def _authorize_for_task(call: Call) -> None:
+    """Check a scope template that names the task's own fields (loaded here: 404 comes first)."""
+    rec = await tasks.require(_q(call), tasks.check_task_id(call.params["taskId"]))
+    call.authorize(
+        schedulerId=rec.scheduler_id,
+        taskGroupId=rec.task_group_id,
+        projectId=rec.project_id,
+        taskQueueId=rec.task_queue_id,
+        provisionerId=rec.definition["provisionerId"],
+        workerType=rec.definition["workerType"],
+    )
+
+
+async def _authorize_for_group(call: Call) -> None:
+    group = await groups.get_task_group(_q(call), call.params["taskGroupId"])
+    call.authorize(schedulerId=group["schedulerId"])
 
 
 async def schedule_task(call: Call) -> Any:
+    await _authorize_for_task(call)
     return await tasks.schedule_task(_q(call), call.params["taskId"])
 
 
 async def rerun_task(call: Call) -> Any:
+    await _authorize_for_task(call)
     return await tasks.rerun_task(_q(call), call.params["taskId"])
 
 
 async def cancel_task(call: Call) -> Any:
+    await _authorize_for_task(call)
     return await tasks.cancel_task(_q(call), call.params["taskId"])
 
 
 async def change_task_priority(call: Call) -> Any:
+    await _authorize_for_task(call)
     return await tasks.change_task_priority(_q(call), call.params["taskId"], call.body)
 
 
 async def change_task_group_priority(call: Call) -> Any:
+    await _authorize_for_group(call)
     return await groups.change_task_group_priority(
         _q(call), call.params["taskGroupId"], call.body["newPriority"]
     )
@@ -111,6 +145,7 @@ async def claim_work(call: Call) -> Any:
 
 
 async def claim_task(call: Call) -> Any:
+    await _authorize_for_task(call)
     return await claims.claim_task(_q(call), call.params["taskId"], run_id(call), _worker(call))
 
 
@@ -140,10 +175,12 @@ async def get_task_group(call: Call) -> Any:
 
 
 async def seal_task_group(call: Call) -> Any:
+    await _authorize_for_group(call)
     return await groups.seal_task_group(_q(call), call.params["taskGroupId"])
 
 
 async def cancel_task_group(call: Call) -> Any:
+    await _authorize_for_group(call)
     return await groups.cancel_task_group(_q(call), call.params["taskGroupId"])
 
 
@@ -204,6 +241,7 @@ async def quarantine_worker(call: Call) -> Any:
 
 
 async def declare_worker(call: Call) -> Any:
+    call.authorize(properties=sorted(call.body))
     return await workers.declare_worker(_q(call), _tq(call), _worker(call), call.body)
 
 
@@ -267,6 +305,7 @@ ROUTES = [
         {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:get-task:<taskId>"}]},
         TASK_IDS,
         "experimental",
+        scope_body=("taskIds",),
     ),
     Route(
         "POST",
@@ -276,6 +315,7 @@ ROUTES = [
         {"AllOf": [{"for": "taskId", "in": "taskIds", "each": "queue:status:<taskId>"}]},
         TASK_IDS,
         "experimental",
+        scope_body=("taskIds",),
     ),
     Route("GET", "/task/{taskId}/status", "status", status, "queue:status:<taskId>"),
     Route(
@@ -350,6 +390,7 @@ ROUTES = [
         {"AllOf": ["queue:claim-work:<taskQueueId>", "queue:worker-id:<workerGroup>/<workerId>"]},
         CLAIM_WORK,
         long_poll=True,
+        scope_body=("workerGroup", "workerId"),
     ),
     Route(
         "POST",
@@ -364,6 +405,7 @@ ROUTES = [
         },
         CLAIM_TASK,
         "deprecated",
+        scope_body=("workerGroup", "workerId"),
     ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
     Route(

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from taskyard.api import authz
 from taskyard.model import schema
 from taskyard.model.errors import InvalidRequestArguments
 
@@ -40,10 +41,30 @@ class Call:
     params: dict[str, str]
     query: dict[str, str]
     body: Any
-    client_id: str
+    caller: authz.Caller
     services: Any
-    headers: dict[str, str] = field(default_factory=dict)
+    scopes: Any = None  # the route's scope template; None for public routes
+    scope_body: tuple[str, ...] = ()  # body fields the template may read (never any others)
+    authorized: bool = False
     gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the client disconnects
+
+    @property
+    def client_id(self) -> str:
+        return self.caller.client_id or "anonymous"
+
+    def authorize(self, **values: object) -> None:
+        """Check the route's scope template with the path, the body and `values`; 403 if unmet."""
+        if self.scopes is not None:
+            authz.require(self.caller, self.scopes, {**self._from_body(), **self.params, **values})
+        self.authorized = True
+
+    def _from_body(self) -> dict[str, Any]:
+        body = self.body if isinstance(self.body, dict) else {}
+        return {k: body[k] for k in self.scope_body if k in body}
+
+    def can_authorize_early(self) -> bool:
+        """Whether the path and the route's declared body fields give every parameter the template needs."""
+        return authz.template_names(self.scopes) <= set(self.params) | set(self._from_body())
 
 
 Handler = Callable[[Call], Awaitable[Any]]
@@ -68,6 +89,7 @@ class Route:
     input: schema.Schema | None = None
     stability: str = "stable"
     long_poll: bool = False
+    scope_body: tuple[str, ...] = ()  # body fields the scope template reads, for checking before the handler
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:

@@ -40,12 +40,21 @@ def new_record(task_id: str, definition: dict[str, Any], retries: int) -> TaskRe
     )
 
 
-async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
-    """Define a task. Idempotent: the same definition again answers the current status; another, 409."""
+def define(q: Queue, task_id: str, body: object) -> dict[str, Any]:
+    """The task definition `body` validated, with its defaults filled in; 400 if it is not valid."""
     check_task_id(task_id)
-    definition = task_definition.validate(
+    return task_definition.validate(
         task_id, body, now=q.clock(), max_deadline_days=q.config.max_task_deadline_days
     )
+
+
+async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
+    """Define a task. Idempotent: the same definition again answers the current status; another, 409."""
+    return await create_defined(q, task_id, define(q, task_id, body))
+
+
+async def create_defined(q: Queue, task_id: str, definition: dict[str, Any]) -> dict[str, Any]:
+    """createTask for a definition `define()` accepted."""
     rec = new_record(task_id, definition, int(definition["retries"]))
     for attempt in range(3):
         try:
