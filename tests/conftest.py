@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from taskyard.auth import static
+from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
@@ -26,6 +28,8 @@ from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 
+ROOT_TOKEN = "api-tests-root-access-token"
+SECRET_KEY = "tests-secret-key"
 PG_URL = os.environ.get("TASKYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -151,6 +155,16 @@ class Published:
 
     async def exchanges(self) -> list[str]:
         return [m.exchange for m in await self.collect()]
+
+
+@pytest.fixture
+async def auth(storage: Storage, clock: FakeClock) -> Auth:
+    """The auth service on the test's storage, with the static clients of ROOT_TOKEN."""
+    service = Auth(
+        storage, secret_key=SECRET_KEY, static_clients=static.static_clients(ROOT_TOKEN), clock=clock
+    )
+    await service.start()
+    return service
 
 
 @pytest.fixture

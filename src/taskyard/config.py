@@ -32,6 +32,9 @@ class ServerConfig:
     db: str = ""
     events: str = "memory://"
     root_access_token: str = field(default="", repr=False)
+    # Derives the access tokens of the clients stored in the database; every process of one
+    # deployment needs the same key.
+    secret_key: str = field(default="", repr=False)
     queue: QueueConfig = field(default_factory=QueueConfig)
 
     @property

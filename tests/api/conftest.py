@@ -1,6 +1,7 @@
 """In-process API tests: the app over httpx's ASGI transport, signed as TaskCluster's client signs.
 
-`api` is the app built on the `queue` fixture (both backends), authenticating with the static root client.
+`api` is the app built on the `queue` and `auth` fixtures (both backends); `ROOT` signs as the static
+root client.
 `Api.call` signs with `mohawk.Sender` exactly like `taskcluster.client` (sha256, payload hash, content type
 `application/json` when there is a body, `ext` carrying a certificate for temporary credentials); the MAC
 covers host `testserver`, port 80, which is what the server sees through the ASGI transport.
@@ -24,13 +25,14 @@ from taskyard.api import queue_v1
 from taskyard.api.app import Services, build_app
 from taskyard.api.routing import Route
 from taskyard.auth import static
+from taskyard.auth.service import Auth
 from taskyard.model import dates, slugid
 from taskyard.queue.service import Queue
-from tests.conftest import FakeClock
+from tests.conftest import ROOT_TOKEN, FakeClock
 
-ROOT_TOKEN = "api-tests-root-access-token"
 BASE = "http://testserver"
 PREFIX = "/api/queue/v1"
+AUTH_PREFIX = "/api/auth/v1"
 TASK_QUEUE_ID = "api-prov/api-wt"
 ERROR_KEYS = {"code", "message", "requestInfo"}
 REQUEST_INFO_KEYS = {"method", "params", "payload", "time"}
@@ -139,11 +141,12 @@ class Api:
         query: Mapping[str, str] | Sequence[tuple[str, str]] | None = None,
         headers: Mapping[str, str] | None = None,
         timestamp: int | None = None,
+        prefix: str = PREFIX,
     ) -> httpx.Response:
-        """`path` is below /api/queue/v1 and already percent-encoded; `body` is JSON, `raw` is bytes."""
+        """`path` is below `prefix` (the queue's) and percent-encoded; `body` is JSON, `raw` is bytes."""
         if raw is None:
             raw = b"" if body is _DEFAULT else tc_utils.dumpJson(body).encode()
-        url = BASE + PREFIX + path + ("?" + urlencode(query) if query else "")
+        url = BASE + prefix + path + ("?" + urlencode(query) if query else "")
         sent = dict(headers or {})
         if raw:
             sent.setdefault("content-type", "application/json")
@@ -236,13 +239,13 @@ def is_json_error(response: httpx.Response) -> bool:
 
 
 @pytest.fixture
-def services(queue: Queue) -> Services:
+def services(queue: Queue, auth: Auth) -> Services:
     # The queue signs task credentials as the static queue client of this deployment's root token.
     queue.credentials_issuer = (
         static.QUEUE_CLIENT_ID,
         static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID),
     )
-    return Services(queue=queue, authenticate=static.authenticator(ROOT_TOKEN))
+    return Services(queue=queue, auth=auth)
 
 
 @pytest.fixture

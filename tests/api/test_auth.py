@@ -52,7 +52,7 @@ def checked_before_loading(route: Route) -> bool:
 
 
 async def test_unsigned_requests_to_scoped_routes_are_403(api: Api) -> None:
-    """Without credentials a caller is anonymous: it holds `assume:anonymous` and nothing else here."""
+    """Without credentials a caller is anonymous: `assume:anonymous` and its role (public artifacts only)."""
     failures = []
     scoped = routes(signed=True)
     assert len(scoped) > 30

@@ -6,7 +6,7 @@ import base64
 
 import httpx
 
-from taskyard.queue import paging
+from taskyard.model import paging
 from tests.api.conftest import TASK_QUEUE_ID, Api
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")

@@ -63,6 +63,7 @@ class Server:
     claim_work_timeout: float
     resolver_interval: float
     deadline_delay: float
+    secret_key: str = ""  # TASKYARD_SECRET_KEY; derived from the root token when empty
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
 
@@ -82,14 +83,21 @@ class Server:
     def credentials(self) -> dict[str, str]:
         return {"clientId": ROOT_CLIENT_ID, "accessToken": self.access_token}
 
-    def client(self, credentials: dict[str, Any] | None = None) -> taskcluster.Queue:
-        """TaskCluster's Queue client for this server: root credentials unless others are given."""
-        options = {
+    def options(self, credentials: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Options for TaskCluster's clients: this server, root credentials unless others are given."""
+        return {
             "rootUrl": self.root_url,
             "credentials": credentials if credentials is not None else self.credentials,
             "maxRetries": 0,  # a 5xx is a failure to see, not something to paper over
         }
-        return taskcluster.Queue(options)
+
+    def client(self, credentials: dict[str, Any] | None = None) -> taskcluster.Queue:
+        """TaskCluster's Queue client for this server: root credentials unless others are given."""
+        return taskcluster.Queue(self.options(credentials))
+
+    def auth_client(self, credentials: dict[str, Any] | None = None) -> taskcluster.Auth:
+        """TaskCluster's Auth client for this server: root credentials unless others are given."""
+        return taskcluster.Auth(self.options(credentials))
 
     def start(self) -> Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +121,8 @@ class Server:
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env["TASKYARD_ROOT_ACCESS_TOKEN"] = self.access_token
+        # Processes sharing a database must share the key client tokens are derived from.
+        env["TASKYARD_SECRET_KEY"] = self.secret_key or f"e2e-secret-key-{self.access_token}"
         env["PYTHONUNBUFFERED"] = "1"
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(

@@ -1,7 +1,5 @@
-"""Authentication: only the root client and the credentials the queue hands out are accepted.
-
-Scopes are not enforced yet; anything not signed by a known client is a 401 with
-`www-authenticate: hawk` (reference §4).
+"""Authentication: anything not signed by a known client is a 401 with `www-authenticate: hawk`
+(reference §4); unsigned calls are anonymous. Clients made through the auth API: test_auth_service.py.
 """
 
 from __future__ import annotations

@@ -9,17 +9,21 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
+from starlette.types import Scope
 
-from taskyard.api import authz, queue_v1
+from taskyard.api import auth_v1, authz, queue_v1
 from taskyard.api.errors import error_body
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk
+from taskyard.auth.service import Auth
 from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
@@ -29,26 +33,27 @@ from taskyard.model.errors import (
     ResourceNotFound,
     TaskyardError,
 )
-from taskyard.model.roles import RoleSet
 from taskyard.queue.service import Queue
 
 log = logging.getLogger(__name__)
-Authenticator = Callable[[hawk.Request], Awaitable[hawk.Authenticated | None]]
 
 
 @dataclass
 class Services:
-    """What the routes need: the queue, the body limit, and how to authenticate a request."""
+    """What the routes need: the queue, the auth service (clients, roles, Hawk) and the body limit."""
 
     queue: Queue
-    authenticate: Authenticator
+    auth: Auth
     max_body_bytes: int = 10 * 1024 * 1024
-    roles: RoleSet = field(default_factory=lambda: RoleSet([]))
     started: float = field(default_factory=time.monotonic)
 
-    def expand(self, scopes: Iterable[str]) -> list[str]:
+    async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
+        """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
+        return await self.auth.authenticate(request)
+
+    async def expand(self, scopes: Iterable[str]) -> list[str]:
         """Role-expand `scopes` with the deployment's roles."""
-        return self.roles.expand(scopes)
+        return await self.auth.expand(scopes)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -129,9 +134,10 @@ async def _authenticate(services: Services, route: Route, request: Request, raw:
     if route.scopes is None:
         return authz.Caller(None, ())
     who = await services.authenticate(hawk_request(request, raw))
+    role_set = await services.auth.role_set()
     if who is None:
-        return authz.caller(None, (), services.expand)
-    return authz.caller(who.client_id, who.unexpanded_scopes, services.expand)
+        return authz.caller(None, (), role_set.expand)
+    return authz.caller(who.client_id, who.unexpanded_scopes, role_set.expand)
 
 
 async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
@@ -182,6 +188,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
                 schema.validate(route.input, body, where="body")
             call = Call(route.name, params, dict(request.query_params), body, who, services, route.scopes)
             call.scope_body = route.scope_body
+            if route.own_auth:
+                call.request = hawk_request(request, raw)
             if route.scopes is not None and call.can_authorize_early():
                 call.authorize()
             if route.long_poll:
@@ -224,13 +232,43 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return json_response(error_body(error, method="", params={}, payload=None), error.status)
 
 
-def routes_for(prefix: str, table: list[Route], services: Services) -> list[StarletteRoute]:
-    return [StarletteRoute(prefix + r.path, endpoint(r, services), methods=[r.method]) for r in table]
+class RawPathRoute(StarletteRoute):
+    """A route matched against the path as sent (`%2F` kept), its parameters decoded afterwards.
+
+    Client and role ids hold `/`. Matched on the decoded path, `POST /clients/a%2Freset` (updateClient
+    of `a/reset`) would look like resetAccessToken of `a`; an unencoded `/` still works as one.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        raw = scope.get("raw_path")
+        if scope["type"] != "http" or raw is None:
+            return super().matches(scope)
+        path, root = raw.decode("latin-1"), scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        match, child = super().matches({**scope, "path": path, "root_path": ""})
+        if match is not Match.NONE:
+            params = child["path_params"]
+            child["path_params"] = {k: unquote(v) if isinstance(v, str) else v for k, v in params.items()}
+        return match, child
+
+
+def routes_for(
+    prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False
+) -> list[StarletteRoute]:
+    """Starlette routes for a service's table; a path ending in `/` also answers without it."""
+    kind = RawPathRoute if raw_paths else StarletteRoute
+    found = []
+    for r in table:
+        paths = [r.path] + ([r.path.rstrip("/")] if len(r.path) > 1 and r.path.endswith("/") else [])
+        found += [kind(prefix + path, endpoint(r, services), methods=[r.method]) for path in paths]
+    return found
 
 
 def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`."""
     routes = routes_for("/api/queue/v1", queue_v1.ROUTES, services)
+    routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
     return app

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from taskyard.api.routing import Call, Route, run_id
-from taskyard.model import schema
+from taskyard.model import paging, schema
 from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.task_definition import PRIORITIES
-from taskyard.queue import claims, groups, inspect, paging, tasks, workers
+from taskyard.queue import claims, groups, inspect, tasks, workers
 
 IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"

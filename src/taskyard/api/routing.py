@@ -29,6 +29,8 @@ PARAM_PATTERNS = {
     "workerId": IDENT,
     "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
     "runId": r"^[1-9]*[0-9]+$",
+    "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",
+    "roleId": r"^[\x20-\x7e]+$",
 }
 _COMPILED = {k: re.compile(v) for k, v in PARAM_PATTERNS.items()}
 
@@ -47,6 +49,7 @@ class Call:
     scope_body: tuple[str, ...] = ()  # body fields the template may read (never any others)
     authorized: bool = False
     gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the client disconnects
+    request: Any = None  # the `hawk.Request`, for routes that authenticate by their own rules
 
     @property
     def client_id(self) -> str:
@@ -90,6 +93,7 @@ class Route:
     stability: str = "stable"
     long_poll: bool = False
     scope_body: tuple[str, ...] = ()  # body fields the scope template reads, for checking before the handler
+    own_auth: bool = False  # the handler authenticates the request itself (testAuthenticate)
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:

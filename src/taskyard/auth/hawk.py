@@ -84,6 +84,7 @@ class Authenticated:
     authorized_scopes: tuple[str, ...] | None
     via_bewit: bool
     expires_ms: int | None = None  # the client's expiry, or the certificate's if earlier
+    payload_hash: str | None = field(default=None, compare=False)  # the header's `hash`, if any
 
     @property
     def unexpanded_scopes(self) -> tuple[str, ...]:
@@ -97,6 +98,7 @@ class _Context:
     now_ms: int
     satisfies: Satisfies
     expand: Expand
+    check_payload: bool = True
 
 
 @dataclass(frozen=True)
@@ -198,13 +200,16 @@ async def authenticate(
     now_ms: int,
     satisfies: Satisfies = satisfies_all,
     expand: Expand = _no_roles,
+    check_payload: bool = True,
 ) -> Authenticated | None:
     """Check the request's Hawk header or bewit; None if it carries neither.
 
     Raises `AuthenticationFailed` with TaskCluster's message for every refusal. `expand` is the role
-    expansion seam (identity by default); `satisfies` decides scope satisfaction.
+    expansion seam (identity by default); `satisfies` decides scope satisfaction. Without
+    `check_payload` the header's payload hash is left to the caller (`Authenticated.payload_hash`),
+    as authenticateHawk does for the services that call it.
     """
-    ctx = _Context(lookup, now_ms, satisfies, expand)
+    ctx = _Context(lookup, now_ms, satisfies, expand, check_payload)
     has_bewit = _HAS_BEWIT_RE.match(req.resource) is not None
     if req.authorization and has_bewit:
         raise AuthenticationFailed(
@@ -242,9 +247,9 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
     if not _equal(_calculate_mac("header", creds.key, artifacts), attrs["mac"]):
         raise _hawk_error(_UNAUTHORIZED, "Bad mac")
     _check_timestamp(attrs["ts"], ctx.now_ms)
-    if attrs.get("hash"):
+    if attrs.get("hash") and ctx.check_payload:
         _check_payload_hash(attrs["hash"], req)
-    return _result(creds, via_bewit=False)
+    return replace(_result(creds, via_bewit=False), payload_hash=attrs.get("hash") or None)
 
 
 def parse_authorization_header(header: str) -> dict[str, str]:

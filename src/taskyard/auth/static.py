@@ -1,8 +1,9 @@
 """The deployment's built-in clients: the root client, and the queue's own client.
 
-Until clients and roles live in the database, these two are the only clients there are.
-The queue's client signs the temporary credentials handed out with claims; its access token
-is derived from the root's, so every process of one deployment agrees on it.
+They are looked up before the clients in the database (`service.Auth.lookup`), and the API
+refuses to change any client whose id starts with `static/`. The queue's client signs the
+temporary credentials handed out with claims; its access token is derived from the root's, so
+every process of one deployment agrees on it.
 """
 
 from __future__ import annotations
@@ -10,10 +11,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
 
 from taskyard.auth import hawk
-from taskyard.model import dates
 
 ROOT_CLIENT_ID = "static/taskyard/root"
 QUEUE_CLIENT_ID = "static/taskyard/queue"
@@ -31,16 +30,3 @@ def static_clients(root_access_token: str) -> dict[str, hawk.ClientSecret]:
             QUEUE_CLIENT_ID, derived_token(root_access_token, QUEUE_CLIENT_ID), ("*",), None, False
         ),
     }
-
-
-def authenticator(root_access_token: str) -> Callable[[hawk.Request], Awaitable[hawk.Authenticated | None]]:
-    """Authenticate Hawk requests signed by a static client or by credentials it issued."""
-    clients = static_clients(root_access_token)
-
-    async def lookup(client_id: str) -> hawk.ClientSecret | None:
-        return clients.get(client_id)
-
-    async def authenticate(request: hawk.Request) -> hawk.Authenticated | None:
-        return await hawk.authenticate(request, lookup, now_ms=dates.now_ms())
-
-    return authenticate

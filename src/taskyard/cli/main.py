@@ -34,6 +34,7 @@ def banner(config: ServerConfig) -> str:
             f"taskyard {__version__} is serving the queue",
             f"  root URL:      {config.root_url}",
             f"  queue API:     {config.root_url}/api/queue/v1/",
+            f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  database:      {config.db_url}",
             "  root credentials (use them with any TaskCluster client):",
             f"    export TASKCLUSTER_ROOT_URL={config.root_url}",

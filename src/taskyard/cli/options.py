@@ -51,7 +51,12 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     add(parser, "--host", help="address to listen on", default="127.0.0.1")
     add(parser, "--port", help="port to listen on", default=8080, type=int)
     add(parser, "--public-url", help="root URL clients use, if not http://HOST:PORT", default="")
-    add(parser, "--data-dir", help="directory for the SQLite database and the root token", default="./data")
+    add(
+        parser,
+        "--data-dir",
+        help="directory for the SQLite database, the root token and the secret key",
+        default="./data",
+    )
     add(
         parser,
         "--db",
@@ -84,17 +89,28 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
 
 def root_access_token(data_dir: str, environ: Mapping[str, str]) -> str:
     """TASKYARD_ROOT_ACCESS_TOKEN, or the token stored in the data directory (made on first use)."""
-    token = environ.get("TASKYARD_ROOT_ACCESS_TOKEN", "")
-    if token:
-        return token
-    path = Path(data_dir) / "root-access-token"
+    return _stored_secret("TASKYARD_ROOT_ACCESS_TOKEN", Path(data_dir) / "root-access-token", environ)
+
+
+def secret_key(data_dir: str, environ: Mapping[str, str]) -> str:
+    """TASKYARD_SECRET_KEY, or the key stored in the data directory (made on first use).
+
+    Client access tokens are derived from it: give every process of a deployment the same key.
+    """
+    return _stored_secret("TASKYARD_SECRET_KEY", Path(data_dir) / "secret-key", environ)
+
+
+def _stored_secret(variable: str, path: Path, environ: Mapping[str, str]) -> str:
+    value = environ.get(variable, "")
+    if value:
+        return value
     if path.exists():
         return path.read_text().strip()
     path.parent.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_urlsafe(33)
+    value = secrets.token_urlsafe(33)
     path.touch(mode=0o600)
-    path.write_text(token + "\n")
-    return token
+    path.write_text(value + "\n")
+    return value
 
 
 def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerConfig:
@@ -115,5 +131,6 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         data_dir=values["data_dir"],
         db=values["db"],
         root_access_token=root_access_token(values["data_dir"], environ),
+        secret_key=secret_key(values["data_dir"], environ),
         queue=queue,
     )

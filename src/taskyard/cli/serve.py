@@ -12,7 +12,8 @@ import uvicorn
 from starlette.applications import Starlette
 
 from taskyard.api.app import Services, build_app
-from taskyard.auth import static
+from taskyard.auth import clients, static
+from taskyard.auth.service import Auth
 from taskyard.config import ServerConfig
 from taskyard.events import open_bus
 from taskyard.events.outbox import OutboxRelay
@@ -29,6 +30,7 @@ class Running:
     """A started deployment: what tests and `up` reach into."""
 
     queue: Queue
+    auth: Auth
     bus: EventBus
     relay: OutboxRelay
     tasks: list[asyncio.Task[None]]
@@ -38,6 +40,16 @@ class Running:
 async def running(config: ServerConfig, *, background: bool = True) -> AsyncIterator[Running]:
     """Open storage and the bus, start the relay and resolvers; stop them all on exit."""
     storage = await open_storage(config.db_url)
+    auth = Auth(
+        storage,
+        secret_key=config.secret_key,
+        static_clients=static.static_clients(config.root_access_token),
+    )
+    try:
+        await auth.start()
+    except BaseException:
+        await storage.close()
+        raise
     bus = open_bus(config.events)
     queue = Queue(storage, config.queue)
     queue.credentials_issuer = (
@@ -50,8 +62,10 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
     tasks = [asyncio.create_task(relay.run(), name="outbox-relay")]
     if background:
         tasks += resolvers.start_all(queue)
+        expiry = clients.expire_clients_forever(auth, config.queue.expiry_interval)
+        tasks.append(asyncio.create_task(expiry, name="client-expiry"))
     try:
-        yield Running(queue, bus, relay, tasks)
+        yield Running(queue, auth, bus, relay, tasks)
     finally:
         for task in tasks:
             task.cancel()
@@ -64,13 +78,14 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
 
 def application(config: ServerConfig, started: asyncio.Event | None = None) -> Starlette:
     """The ASGI app with its lifespan: opens everything at start-up, closes it at shutdown."""
-    services = Services(queue=None, authenticate=static.authenticator(config.root_access_token))  # type: ignore[arg-type]
+    services = Services(queue=None, auth=None)  # type: ignore[arg-type]  # both are set at start-up
     services.max_body_bytes = config.queue.max_body_bytes
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with running(config) as deployment:
             services.queue = deployment.queue
+            services.auth = deployment.auth
             if started is not None:
                 started.set()
             yield

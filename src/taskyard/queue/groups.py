@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from taskyard.model import dates, runs, slugid
+from taskyard.model import dates, paging, runs, slugid
 from taskyard.model.errors import InvalidRequestArguments, RequestConflict, ResourceNotFound
 from taskyard.model.messages import group_message
 from taskyard.model.runs import TaskRecord
-from taskyard.queue import paging, service
+from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Session, Tx
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import orjson
 
-from taskyard.model import dates
-from taskyard.queue import paging, service, workers
+from taskyard.model import dates, paging
+from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import orjson
 
-from taskyard.model import dates
+from taskyard.model import dates, paging
 from taskyard.model.errors import InputError, InvalidRequestArguments, ResourceNotFound
-from taskyard.queue import paging, service
+from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
 

@@ -21,7 +21,10 @@ from taskyard.storage import _queries
 from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
 
 log = logging.getLogger(__name__)
-_WORDS = {"BIGSERIAL": "BIGSERIAL PRIMARY KEY"}
+_WORDS = {
+    "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
+    "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+}
 _MIGRATION_LOCK = 0x7A5C_0001
 
 

@@ -19,7 +19,10 @@ from taskyard.storage import _queries
 from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
 
 _PARAM = re.compile(r"\$(\d+)")
-_WORDS = {"BIGSERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+_WORDS = {
+    "BIGSERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT",
+    "NOW_MS": "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+}
 
 
 @contextmanager

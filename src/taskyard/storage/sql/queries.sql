@@ -153,3 +153,72 @@ DELETE FROM task_queues WHERE expires < $1
 -- name: expire_workers
 DELETE FROM workers WHERE expires < $1 AND (quarantine_until IS NULL OR quarantine_until < $1)
 
+
+-- ---------------------------------------------------------------------------------------------
+-- Auth: clients, roles and the generation counter that tells processes their caches are stale.
+
+-- name: bump_auth_generation
+-- First statement of every auth change: the row lock serialises changes across processes.
+UPDATE auth_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation
+
+-- name: get_auth_generation
+SELECT generation FROM auth_generation WHERE id = 1
+
+-- name: claim_auth_secret_check
+UPDATE auth_generation SET secret_check = $1 WHERE id = 1 AND secret_check IS NULL
+
+-- name: get_auth_secret_check
+SELECT secret_check FROM auth_generation WHERE id = 1
+
+-- name: insert_client
+INSERT INTO clients (client_id, description, scopes, token_salt, expires, disabled, delete_on_expiration,
+                     created, last_modified, last_date_used, last_rotated)
+VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $7, $7, $7)
+ON CONFLICT (client_id) DO NOTHING
+
+-- name: get_client
+SELECT * FROM clients WHERE client_id = $1
+
+-- name: list_clients
+SELECT * FROM clients
+ WHERE client_id > $1 AND substr(client_id, 1, length($2)) = $2
+ ORDER BY client_id LIMIT $3
+
+-- name: update_client
+UPDATE clients
+   SET description = $2, scopes = $3, expires = $4, delete_on_expiration = $5, last_modified = $6
+ WHERE client_id = $1
+
+-- name: set_client_disabled
+UPDATE clients SET disabled = $2 WHERE client_id = $1
+
+-- name: rotate_client_token
+UPDATE clients SET token_salt = $2, last_rotated = $3 WHERE client_id = $1
+
+-- name: touch_client
+UPDATE clients SET last_date_used = $2 WHERE client_id = $1 AND last_date_used < $2
+
+-- name: delete_client
+DELETE FROM clients WHERE client_id = $1
+
+-- name: expired_clients
+SELECT client_id FROM clients WHERE delete_on_expiration AND expires < $1 LIMIT $2
+
+-- name: expire_clients
+DELETE FROM clients WHERE delete_on_expiration AND expires < $1
+
+-- name: list_roles
+SELECT * FROM roles ORDER BY role_id
+
+-- name: get_role
+SELECT * FROM roles WHERE role_id = $1
+
+-- name: insert_role
+INSERT INTO roles (role_id, description, scopes, created, last_modified) VALUES ($1, $2, $3, $4, $4)
+ON CONFLICT (role_id) DO NOTHING
+
+-- name: update_role
+UPDATE roles SET description = $2, scopes = $3, last_modified = $4 WHERE role_id = $1
+
+-- name: delete_role
+DELETE FROM roles WHERE role_id = $1
