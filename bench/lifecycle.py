@@ -362,7 +362,10 @@ def kill_leftovers() -> None:
 class Server:
     """One `taskyard serve` subprocess."""
 
-    def __init__(self, data_dir: Path, db_url: str | None, token: str, command: list[str]) -> None:
+    def __init__(
+        self, data_dir: Path, db_url: str | None, token: str, command: list[str], *, skip_auth: bool = False
+    ) -> None:
+        self.skip_auth = skip_auth
         self.command = command
         self.data_dir = data_dir
         self.db_url = db_url
@@ -378,6 +381,8 @@ class Server:
             cmd += ["--db", self.db_url]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env.update(TASKYARD_ROOT_ACCESS_TOKEN=self.token, TASKYARD_LOG_LEVEL="WARNING")
+        if self.skip_auth:
+            env["TASKYARD_BENCH_SKIP_AUTH"] = "1"
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         RUNNING.append(self.proc)
@@ -895,12 +900,14 @@ async def scratch_database(name: str) -> Any:
 PHASES = (("throughput", phase_throughput), ("dispatch", phase_dispatch), ("claim", phase_claim_cost))
 
 
-async def run_phases(server: Server, token: str, args: argparse.Namespace) -> dict[str, Any]:
+async def run_phases(
+    server: Server, token: str, args: argparse.Namespace, *, only: tuple[str, ...] = ()
+) -> dict[str, Any]:
     root = Creds.permanent(ROOT_CLIENT_ID, token)
     api = Api(server.root_url, args.client)
     results: dict[str, Any] = {}
     for phase, run in PHASES:
-        if phase in args.skip:
+        if phase in args.skip or (only and phase not in only):
             continue
         try:
             results[phase] = await run(api, root, server, args)
@@ -920,6 +927,25 @@ async def run_phases(server: Server, token: str, args: argparse.Namespace) -> di
 async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     print(f"\n== {name} ==")
     args.backend_name = name
+    results = await run_server(name, args, skip_auth=False)
+    if results is None or "auth" in args.skip or "throughput" in args.skip:
+        return results
+    # The same throughput run against a server that authenticates nothing and checks no scope:
+    # what authentication and authorization cost, measured as a ratio in one run.
+    print("  again without authentication or scope checks (TASKYARD_BENCH_SKIP_AUTH=1):")
+    plain = await run_server(name, args, skip_auth=True, only=("throughput",))
+    with_auth = (results.get("throughput") or {}).get("lifecycles_per_s")
+    without = ((plain or {}).get("throughput") or {}).get("lifecycles_per_s")
+    if with_auth and without:
+        results["auth"] = {"without": without, "overhead": 1 - with_auth / without}
+        share = results["auth"]["overhead"] * 100
+        print(f"    auth costs {share:.0f}% of lifecycles/s ({with_auth:.0f} vs {without:.0f})")
+    return results
+
+
+async def run_server(
+    name: str, args: argparse.Namespace, *, skip_auth: bool, only: tuple[str, ...] = ()
+) -> dict[str, Any] | None:
     data_dir = Path(tempfile.mkdtemp(prefix=f"taskyard-bench-{name}-"))
     try:
         async with scratch_database(name) as db_url:
@@ -927,12 +953,12 @@ async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | N
                 return None
             token = secrets.token_urlsafe(33)
             command = shlex.split(args.taskyard) if args.taskyard else taskyard_command()
-            server = Server(data_dir, db_url, token, command)
+            server = Server(data_dir, db_url, token, command, skip_auth=skip_auth)
             try:
                 await server.start()
                 where = db_url or f"SQLite in {data_dir}"
                 print(f"  taskyard serve pid {server.pid} on {server.root_url} ({where})")
-                return await run_phases(server, token, args)
+                return await run_phases(server, token, args, only=only)
             finally:
                 server.stop()
     finally:
@@ -960,6 +986,19 @@ def print_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Na
             f"lifecycles/s ({args.workers} workers, {args.tasks} tasks)",
             lambda b: fmt(get(b, "throughput", "lifecycles_per_s"), ".0f"),
             TARGETS["lifecycles_per_s"],
+        ),
+        (
+            "  without auth (TASKYARD_BENCH_SKIP_AUTH)",
+            lambda b: fmt(get(b, "auth", "without"), ".0f"),
+            "",
+        ),
+        (
+            "  auth's cost, % of lifecycles/s",
+            lambda b: fmt(
+                (get(b, "auth", "overhead") or 0) * 100 if get(b, "auth", "overhead") is not None else None,
+                ".0f",
+            ),
+            "<= 15",
         ),
         ("  createTask alone, tasks/s", lambda b: fmt(get(b, "throughput", "creates_per_s"), ".0f"), ""),
         (
@@ -1054,7 +1093,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="command that runs taskyard (default: this venv's `taskyard`), e.g. another checkout's",
     )
     p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
-    p.add_argument("--skip", default="", help="comma-separated phases to skip: throughput,dispatch,claim")
+    p.add_argument(
+        "--skip", default="", help="comma-separated phases to skip: throughput,auth,dispatch,claim"
+    )
     p.add_argument("--phase-timeout", type=float, default=240, help="seconds before a phase gives up")
     p.add_argument("--profile", type=Path, default=None, help="record the server with py-spy into this dir")
     p.add_argument("--keep", action="store_true", help="keep the temporary data directories (server logs)")

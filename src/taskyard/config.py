@@ -36,6 +36,9 @@ class ServerConfig:
     # deployment needs the same key.
     secret_key: str = field(default="", repr=False)
     queue: QueueConfig = field(default_factory=QueueConfig)
+    # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
+    # scope checks, so bench/ can measure what they cost.
+    bench_skip_auth: bool = False
 
     @property
     def root_url(self) -> str:

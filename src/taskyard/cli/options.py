@@ -133,4 +133,16 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         root_access_token=root_access_token(values["data_dir"], environ),
         secret_key=secret_key(values["data_dir"], environ),
         queue=queue,
+        bench_skip_auth=bench_skip_auth(values["host"], environ),
     )
+
+
+def bench_skip_auth(host: str, environ: Mapping[str, str]) -> bool:
+    """TASKYARD_BENCH_SKIP_AUTH=1 turns authentication off, for measuring its cost; loopback only."""
+    if environ.get("TASKYARD_BENCH_SKIP_AUTH", "") in ("", "0"):
+        return False
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        raise ConfigError(
+            "TASKYARD_BENCH_SKIP_AUTH", "1", "only a server listening on loopback may skip auth"
+        )
+    return True

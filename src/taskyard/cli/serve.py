@@ -80,6 +80,9 @@ def application(config: ServerConfig, started: asyncio.Event | None = None) -> S
     """The ASGI app with its lifespan: opens everything at start-up, closes it at shutdown."""
     services = Services(queue=None, auth=None)  # type: ignore[arg-type]  # both are set at start-up
     services.max_body_bytes = config.queue.max_body_bytes
+    services.skip_auth = config.bench_skip_auth
+    if config.bench_skip_auth:
+        log.warning("TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
