@@ -111,7 +111,7 @@ class _Credentials:
 
 
 @dataclass(frozen=True)
-class _Artifacts:
+class MacInput:
     ts: str
     nonce: str
     method: str
@@ -232,7 +232,7 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
     if not all(attrs.get(k) for k in ("id", "ts", "nonce", "mac")):
         raise _hawk_error(_BAD_REQUEST, "Missing attributes")
     creds = await _load_credentials(attrs["id"], attrs.get("ext", ""), ctx)
-    artifacts = _Artifacts(
+    artifacts = MacInput(
         ts=attrs["ts"],
         nonce=attrs["nonce"],
         method=req.method,
@@ -244,7 +244,7 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
         app=attrs.get("app", ""),
         dlg=attrs.get("dlg", ""),
     )
-    if not _equal(_calculate_mac("header", creds.key, artifacts), attrs["mac"]):
+    if not _equal(calculate_mac("header", creds.key, artifacts), attrs["mac"]):
         raise _hawk_error(_UNAUTHORIZED, "Bad mac")
     _check_timestamp(attrs["ts"], ctx.now_ms)
     if attrs.get("hash") and ctx.check_payload:
@@ -317,7 +317,7 @@ async def _authenticate_bewit(req: Request, ctx: _Context) -> Authenticated:
     if bewit.exp * 1000 <= ctx.now_ms:
         raise _hawk_error(_UNAUTHORIZED, "Access expired")
     creds = await _load_credentials(bewit.client_id, bewit.ext, ctx)
-    artifacts = _Artifacts(
+    artifacts = MacInput(
         ts=str(bewit.exp),
         nonce="",
         method="GET",
@@ -326,7 +326,7 @@ async def _authenticate_bewit(req: Request, ctx: _Context) -> Authenticated:
         port=req.port,
         ext=bewit.ext,
     )
-    if not _equal(_calculate_mac("bewit", creds.key, artifacts), bewit.mac):
+    if not _equal(calculate_mac("bewit", creds.key, artifacts), bewit.mac):
         raise _hawk_error(_UNAUTHORIZED, "Bad mac")
     return _result(creds, via_bewit=True)
 
@@ -365,7 +365,7 @@ def _decode_bewit(value: str) -> str:
 # MACs and hashes.
 
 
-def _calculate_mac(kind: str, key: str, a: _Artifacts) -> str:
+def calculate_mac(kind: str, key: str, a: MacInput) -> str:
     """base64 HMAC-SHA256 of hawk's normalized string; `kind` is "header" or "bewit"."""
     # hawk escapes only the first backslash and newline of ext (JS string replace).
     ext = a.ext.replace("\\", "\\\\", 1).replace("\n", "\\n", 1)

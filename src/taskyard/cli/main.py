@@ -1,4 +1,4 @@
-"""`taskyard`: serve the queue, or run everything at once with `up`."""
+"""`taskyard`: serve the queue, run everything at once with `up`, or manage clients and roles."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import options
+from taskyard.cli import admin, options
 from taskyard.config import ServerConfig
 from taskyard.model.errors import ConfigError, TaskyardError
 
@@ -25,6 +25,7 @@ def parser() -> argparse.ArgumentParser:
     options.add_server_options(serve)
     up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
     options.add_server_options(up)
+    admin.add_commands(commands)
     return top
 
 
@@ -58,6 +59,8 @@ def run(main: Coroutine[Any, Any, None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command in admin.COMMANDS:
+        return admin.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

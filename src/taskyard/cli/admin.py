@@ -1,0 +1,367 @@
+"""`taskyard client|role|scopes`: manage a running deployment's clients and roles through its auth API.
+
+The commands talk HTTP to the deployment at TASKCLUSTER_ROOT_URL, signing with TASKCLUSTER_CLIENT_ID,
+TASKCLUSTER_ACCESS_TOKEN and, for temporary credentials, TASKCLUSTER_CERTIFICATE; each has a flag, and
+the flag wins. Output is text for people, or `--json` for scripts. Exit status: 0 done, 1 the server
+refused or could not be reached, 2 bad usage or configuration. An access token is printed only by the
+commands that exist to show one (`client create`, `client reset`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+from urllib.parse import urlsplit
+
+from taskyard.auth import hawk_client
+from taskyard.cli import http
+from taskyard.model import dates
+from taskyard.model.errors import ConfigError
+
+COMMANDS = ("client", "role", "scopes")
+DEFAULT_EXPIRES_IN = "1y"
+PAGE_SIZE = 1000  # clients per listClients request (the server's maximum)
+# (flag, environment variable, help): the connection every command of this module needs.
+CONNECTION = (
+    ("--root-url", "TASKCLUSTER_ROOT_URL", "the deployment's root URL, as `taskyard up` prints it"),
+    ("--client-id", "TASKCLUSTER_CLIENT_ID", "the client to act as"),
+    (
+        "--access-token",
+        "TASKCLUSTER_ACCESS_TOKEN",
+        "that client's access token (prefer the variable: other users can see flags in `ps`)",
+    ),
+    ("--certificate", "TASKCLUSTER_CERTIFICATE", "the certificate of temporary credentials (JSON)"),
+)
+TOKEN_LABEL = "Access token (shown only this once; it cannot be shown again):"
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What a command answers: `data` for `--json` (None prints nothing), `text` for people."""
+
+    data: Any
+    text: str
+
+
+Handler = Callable[[http.Connection, argparse.Namespace], Shown]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line.
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `client`, `role` and `scopes` with their actions on `taskyard`'s sub-commands."""
+    common = _common_options()
+    _add_client_commands(commands, common)
+    _add_role_commands(commands, common)
+    scopes = commands.add_parser("scopes", help="expand scopes through the deployment's roles")
+    actions = scopes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    expand = actions.add_parser("expand", parents=[common], help="print what the scopes expand to")
+    expand.add_argument("scopes", nargs="+", metavar="SCOPE")
+    expand.set_defaults(handler=expand_scopes)
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    for flag, variable, help in CONNECTION:
+        common.add_argument(
+            flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
+        )
+    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
+    return common
+
+
+def _add_client_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    client = commands.add_parser("client", help="create, list and delete clients; reset access tokens")
+    actions = client.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", parents=[common], help="create a client and show its token")
+    create.add_argument("client_id", metavar="ID")
+    create.add_argument("--scope", action="append", default=[], help="a scope to grant (repeat for more)")
+    create.add_argument("--description", default="", help="what the client is for")
+    expiry = create.add_mutually_exclusive_group()
+    expiry.add_argument(
+        "--expires", type=iso_date, metavar="DATE", help="when it expires, like 2027-01-01T00:00:00Z"
+    )
+    expiry.add_argument(
+        "--expires-in",
+        type=duration,
+        metavar="DURATION",
+        help=f"how long it lasts, like 30d, 12h or '1 year 2 months' (default {DEFAULT_EXPIRES_IN})",
+    )
+    create.set_defaults(handler=create_client)
+    listing = actions.add_parser("list", parents=[common], help="list clients (never their tokens)")
+    listing.add_argument("--prefix", default="", help="only clients whose id starts with this")
+    listing.set_defaults(handler=list_clients)
+    delete = actions.add_parser("delete", parents=[common], help="delete a client (no error if absent)")
+    delete.add_argument("client_id", metavar="ID")
+    delete.set_defaults(handler=delete_client)
+    reset = actions.add_parser("reset", parents=[common], help="give a client a new access token")
+    reset.add_argument("client_id", metavar="ID")
+    reset.set_defaults(handler=reset_access_token)
+
+
+def _add_role_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    role = commands.add_parser("role", help="create, list and delete roles")
+    actions = role.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser("create", parents=[common], help="create a role")
+    create.add_argument("role_id", metavar="ID", help="the role; `assume:ID` grants its scopes")
+    create.add_argument("--scope", action="append", required=True, help="a scope it grants (repeat)")
+    create.add_argument("--description", default="", help="what the role is for")
+    create.set_defaults(handler=create_role)
+    listing = actions.add_parser("list", parents=[common], help="list roles")
+    listing.set_defaults(handler=list_roles)
+    delete = actions.add_parser("delete", parents=[common], help="delete a role (no error if absent)")
+    delete.add_argument("role_id", metavar="ID")
+    delete.set_defaults(handler=delete_role)
+
+
+def _dest(flag: str) -> str:
+    """`--client-id` -> `connection_client_id`: apart from the commands' own `client_id` and `role_id`."""
+    return "connection_" + flag[2:].replace("-", "_")
+
+
+_DURATION = re.compile(
+    r"\s*(?:(?P<years>\d+)\s*y(?:ears?|rs?)?)?"
+    r"\s*(?:(?P<months>\d+)\s*mo(?:nths?)?)?"
+    r"\s*(?:(?P<weeks>\d+)\s*w(?:eeks?|ks?)?)?"
+    r"\s*(?:(?P<days>\d+)\s*d(?:ays?)?)?"
+    r"\s*(?:(?P<hours>\d+)\s*h(?:ours?|rs?)?)?"
+    r"\s*(?:(?P<minutes>\d+)\s*m(?:in(?:utes?)?)?)?"
+    r"\s*(?:(?P<seconds>\d+)\s*s(?:ec(?:onds?)?)?)?\s*"
+)
+_UNIT_MS = {
+    "years": 365 * dates.DAY,
+    "months": 30 * dates.DAY,
+    "weeks": 7 * dates.DAY,
+    "days": dates.DAY,
+    "hours": dates.HOUR,
+    "minutes": dates.MINUTE,
+    "seconds": dates.SECOND,
+}
+
+
+def duration(text: str) -> int:
+    """Milliseconds in a duration written as TaskCluster's `fromNow` reads it: `30d`, `1 year 2 months`."""
+    match = _DURATION.fullmatch(text)
+    total = sum(int(n) * _UNIT_MS[unit] for unit, n in match.groupdict().items() if n) if match else 0
+    if total <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30d, 12h or '1 year 2 months'")
+    return total
+
+
+def iso_date(text: str) -> int:
+    """Epoch milliseconds of an ISO 8601 date-time with a timezone."""
+    try:
+        return dates.parse_iso(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a date-time with a timezone, like 2027-01-01T00:00:00Z"
+        ) from None
+
+
+def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> http.Connection:
+    """The deployment and credentials: each flag, else its TASKCLUSTER_* variable; ConfigError if unusable."""
+    values = {}
+    for flag, variable, _ in CONNECTION:
+        given = getattr(args, _dest(flag))
+        values[variable] = given if given is not None else environ.get(variable, "")
+    for flag, variable, _ in CONNECTION[:3]:
+        if not values[variable]:
+            raise ConfigError(variable, "", f"it is required: set it or pass {flag}")
+    root_url = values["TASKCLUSTER_ROOT_URL"].rstrip("/")
+    parts = urlsplit(root_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError("TASKCLUSTER_ROOT_URL", root_url, "must be an http:// or https:// URL")
+    certificate = values["TASKCLUSTER_CERTIFICATE"]
+    try:
+        hawk_client.certificate_ext(certificate)
+    except ValueError:
+        raise ConfigError("TASKCLUSTER_CERTIFICATE", "...", "must be the certificate's JSON") from None
+    return http.Connection(
+        root_url,
+        values["TASKCLUSTER_CLIENT_ID"],
+        values["TASKCLUSTER_ACCESS_TOKEN"],
+        certificate,
+    )
+
+
+def main(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run the command `args` names; answer the exit status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    handler: Handler = args.handler
+    try:
+        shown = handler(connection(args, environ), args)
+    except ConfigError as exc:
+        print(f"taskyard: {exc.message}", file=err)
+        return 2
+    except (http.Refused, http.Unreachable) as exc:
+        print(f"taskyard: {exc}", file=err)
+        return 1
+    if args.json:
+        if shown.data is not None:
+            print(json.dumps(shown.data, indent=2), file=out)
+    elif shown.text:
+        print(shown.text, file=out)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------
+# Clients.
+
+
+def create_client(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """createClient: the new client, with its access token (the only time it is shown)."""
+    expires = args.expires
+    if expires is None:
+        expires = dates.now_ms() + (args.expires_in or duration(DEFAULT_EXPIRES_IN))
+    body = {
+        "description": args.description,
+        "expires": dates.to_iso(expires),
+        "scopes": list(dict.fromkeys(args.scope)),
+    }
+    client = http.call(connection, "PUT", f"/clients/{http.segment(args.client_id)}", body=body)
+    text = f"Created client {client['clientId']}.\n{client_text(client)}"
+    return Shown(client, f"{text}\n\n{token_text(client)}")
+
+
+def list_clients(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """listClients, every page of it: the clients (never a token) whose ids start with `--prefix`."""
+    found: list[dict[str, Any]] = []
+    query = {"limit": str(PAGE_SIZE), **({"prefix": args.prefix} if args.prefix else {})}
+    while True:
+        page = http.call(connection, "GET", "/clients/", query=query)
+        found += page["clients"]
+        if not page.get("continuationToken"):
+            break
+        query = {**query, "continuationToken": page["continuationToken"]}
+    now = dates.now_ms()
+    rows = [[c["clientId"], c["expires"], _status(c, now), _first_line(c["description"])] for c in found]
+    text = table(["CLIENT ID", "EXPIRES", "STATUS", "DESCRIPTION"], rows) if rows else "no clients"
+    return Shown(found, text)
+
+
+def delete_client(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """deleteClient; deleting a client that is not there is no error, as in TaskCluster."""
+    http.call(connection, "DELETE", f"/clients/{http.segment(args.client_id)}")
+    return Shown(None, f"Deleted client {args.client_id}.")
+
+
+def reset_access_token(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """resetAccessToken: the client with its new token; the old one stops working."""
+    client = http.call(connection, "POST", f"/clients/{http.segment(args.client_id)}/reset")
+    text = f"Reset the access token of client {client['clientId']}; the old one no longer works."
+    return Shown(client, f"{text}\n\n{token_text(client)}")
+
+
+def client_text(client: Mapping[str, Any]) -> str:
+    """A client for people: its fields, without any token."""
+    rows: list[tuple[str, str | Sequence[str]]] = [
+        ("clientId", client["clientId"]),
+        ("description", client["description"].splitlines()),
+        ("expires", client["expires"]),
+        ("scopes", client["scopes"]),
+    ]
+    if sorted(client["expandedScopes"]) != sorted(client["scopes"]):
+        rows.append(("expanded", client["expandedScopes"]))
+    if client.get("disabled"):
+        rows.append(("disabled", "yes"))
+    return fields(rows)
+
+
+def token_text(client: Mapping[str, Any]) -> str:
+    """The access token under a label that says it will not be shown again."""
+    return f"{TOKEN_LABEL}\n  {client['accessToken']}"
+
+
+def _status(client: Mapping[str, Any], now: int) -> str:
+    if client.get("disabled"):
+        return "disabled"
+    return "expired" if dates.parse_iso(client["expires"]) < now else "active"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Roles and scopes.
+
+
+def create_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """createRole: the role with the scopes it grants through `assume:<roleId>`."""
+    body = {"description": args.description, "scopes": list(dict.fromkeys(args.scope))}
+    role = http.call(connection, "PUT", f"/roles/{http.segment(args.role_id)}", body=body)
+    return Shown(role, f"Created role {role['roleId']}.\n{role_text(role)}")
+
+
+def list_roles(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """listRoles: every role of the deployment."""
+    found = http.call(connection, "GET", "/roles/")
+    rows = [[r["roleId"], str(len(r["scopes"])), _first_line(r["description"])] for r in found]
+    return Shown(found, table(["ROLE ID", "SCOPES", "DESCRIPTION"], rows) if rows else "no roles")
+
+
+def delete_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """deleteRole; deleting a role that is not there is no error, as in TaskCluster."""
+    http.call(connection, "DELETE", f"/roles/{http.segment(args.role_id)}")
+    return Shown(None, f"Deleted role {args.role_id}.")
+
+
+def role_text(role: Mapping[str, Any]) -> str:
+    """A role for people: its scopes and what they expand to."""
+    return fields(
+        [
+            ("roleId", role["roleId"]),
+            ("description", role["description"].splitlines()),
+            ("scopes", role["scopes"]),
+            ("expanded", role["expandedScopes"]),
+        ]
+    )
+
+
+def expand_scopes(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """expandScopes: the scopes with every role they assume, one per line."""
+    body = {"scopes": list(dict.fromkeys(args.scopes))}
+    expanded = http.call(connection, "POST", "/scopes/expand", body=body)
+    return Shown(expanded, "\n".join(expanded["scopes"]))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Text.
+
+
+def fields(rows: Sequence[tuple[str, str | Sequence[str]]]) -> str:
+    """`  label:  value` lines, aligned; a list value continues on lines of its own."""
+    width = max(len(label) for label, _ in rows) + 3
+    lines = []
+    for label, value in rows:
+        values = [value] if isinstance(value, str) else list(value) or ["(none)"]
+        lines.append(f"  {label + ':':<{width}}{values[0]}".rstrip())
+        lines += [f"  {'':<{width}}{more}" for more in values[1:]]
+    return "\n".join(lines)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the last column is not padded."""
+    everything = [header, *rows]
+    widths = [max(len(row[i]) for row in everything) for i in range(len(header) - 1)]
+    padded = [[*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]] for row in everything]
+    lines = ["  ".join(row) for row in padded]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _first_line(text: str, limit: int = 60) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
