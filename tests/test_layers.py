@@ -12,13 +12,21 @@ SRC = Path(__file__).parent.parent / "src" / "taskyard"
 ALLOWED = {
     "model": set(),
     "storage": {"model"},
+    "artifacts": {"model"},
     "events": {"model", "storage"},
     "auth": {"model", "storage", "events"},
-    "queue": {"model", "storage", "events", "auth", "config"},
-    "api": {"model", "storage", "events", "auth", "queue", "config", "__init__"},
-    "cli": {"model", "storage", "events", "auth", "queue", "api", "config", "__init__"},
+    "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
+    "api": {"model", "storage", "events", "artifacts", "auth", "queue", "config", "__init__"},
+    "cli": {"model", "storage", "events", "artifacts", "auth", "queue", "api", "config", "__init__"},
 }
-DRIVERS = {"asyncpg": {"storage"}, "aiosqlite": {"storage"}, "sqlite3": {"storage"}, "aio_pika": {"events"}}
+DRIVERS = {
+    "asyncpg": {"storage"},
+    "aiosqlite": {"storage"},
+    "sqlite3": {"storage"},
+    "aio_pika": {"events"},
+    "boto3": {"artifacts"},
+    "botocore": {"artifacts"},
+}
 
 
 def imports(path: Path) -> set[str]:
@@ -48,6 +56,11 @@ def test_services_import_only_the_storage_port() -> None:
     for package in ("queue", "auth", "api", "cli"):
         for path in (SRC / package).rglob("*.py"):
             for name in imports(path):
-                assert not name.startswith(("taskyard.storage.sqlite", "taskyard.storage.postgres")), (
-                    path.name
-                )
+                assert not name.startswith(
+                    (
+                        "taskyard.storage.sqlite",
+                        "taskyard.storage.postgres",
+                        "taskyard.artifacts.local",
+                        "taskyard.artifacts.s3",
+                    )
+                ), path.name

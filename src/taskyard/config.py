@@ -6,6 +6,7 @@ Precedence: command-line flag, then the `TASKYARD_*` environment variable, then 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class ServerConfig:
     # deployment needs the same key.
     secret_key: str = field(default="", repr=False)
     queue: QueueConfig = field(default_factory=QueueConfig)
+    # Where s3-type artifacts' bytes go: file:///dir or s3://bucket?endpoint=...&region=...
+    artifacts: str = ""
+    max_artifact_bytes: int = 1024**3
     # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
     # scope checks, so bench/ can measure what they cost.
     bench_skip_auth: bool = False
@@ -43,6 +47,10 @@ class ServerConfig:
     @property
     def root_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def artifacts_url(self) -> str:
+        return self.artifacts or f"file://{Path(self.data_dir, 'artifacts').absolute()}"
 
     @property
     def db_url(self) -> str:

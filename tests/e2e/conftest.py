@@ -65,6 +65,7 @@ class Server:
     deadline_delay: float
     secret_key: str = ""  # TASKYARD_SECRET_KEY; derived from the root token when empty
     port: int = field(default_factory=free_port)
+    extra_args: list[str] = field(default_factory=list)  # more `taskyard serve` flags
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -118,6 +119,7 @@ class Server:
             str(self.resolver_interval),
             "--deadline-delay",
             str(self.deadline_delay),
+            *self.extra_args,
         ]
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env["TASKYARD_ROOT_ACCESS_TOKEN"] = self.access_token
@@ -189,6 +191,7 @@ def start_server(
     claim_work_timeout: float = CLAIM_WORK_TIMEOUT,
     resolver_interval: float = RESOLVER_INTERVAL,
     deadline_delay: float = 0.0,
+    extra_args: list[str] | None = None,
 ) -> Server:
     return Server(
         name=name,
@@ -199,6 +202,7 @@ def start_server(
         claim_work_timeout=claim_work_timeout,
         resolver_interval=resolver_interval,
         deadline_delay=deadline_delay,
+        extra_args=extra_args or [],
     ).start()
 
 

@@ -19,7 +19,7 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import auth_v1, authz, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, blobs, queue_v1
 from taskyard.api.errors import error_body
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk, static
@@ -270,7 +270,8 @@ def routes_for(
 
 def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`."""
-    routes = routes_for("/api/queue/v1", queue_v1.ROUTES, services)
+    routes = blobs.routes(services)
+    routes += routes_for("/api/queue/v1", queue_v1.ROUTES + artifacts_v1.ROUTES, services)
     routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover

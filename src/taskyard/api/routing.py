@@ -31,6 +31,7 @@ PARAM_PATTERNS = {
     "runId": r"^[1-9]*[0-9]+$",
     "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",
     "roleId": r"^[\x20-\x7e]+$",
+    "name": r"^[\x20-\x7e]+$",  # artifact names; `..` segments are refused by the handlers
 }
 _COMPILED = {k: re.compile(v) for k, v in PARAM_PATTERNS.items()}
 

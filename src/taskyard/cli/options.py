@@ -85,6 +85,20 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         type=float,
     )
     add(parser, "--claim-work-timeout", help="seconds claimWork waits for a task", default=20.0, type=float)
+    add(
+        parser,
+        "--artifacts",
+        help="blob store for artifacts: file:///dir or s3://bucket?endpoint=URL&region=R "
+        "(default: DATA_DIR/artifacts)",
+        default="",
+    )
+    add(
+        parser,
+        "--max-artifact-bytes",
+        help="largest artifact the local blob store accepts (larger uploads get 413)",
+        default=1024**3,
+        type=int,
+    )
 
 
 def root_access_token(data_dir: str, environ: Mapping[str, str]) -> str:
@@ -118,6 +132,10 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError("claim-timeout", values["claim_timeout"], "must be at least 1 second")
     if not 0 < values["port"] < 65536:
         raise ConfigError("port", values["port"], "must be between 1 and 65535")
+    if values["max_artifact_bytes"] < 1:
+        raise ConfigError("max-artifact-bytes", values["max_artifact_bytes"], "must be at least 1")
+    if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
+        raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
         claim_timeout=values["claim_timeout"],
         claim_work_timeout=values["claim_work_timeout"],
@@ -133,6 +151,8 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         root_access_token=root_access_token(values["data_dir"], environ),
         secret_key=secret_key(values["data_dir"], environ),
         queue=queue,
+        artifacts=values["artifacts"],
+        max_artifact_bytes=values["max_artifact_bytes"],
         bench_skip_auth=bench_skip_auth(values["host"], environ),
     )
 

@@ -12,6 +12,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from taskyard.api.app import Services, build_app
+from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
 from taskyard.config import ServerConfig
@@ -39,6 +40,12 @@ class Running:
 @contextlib.asynccontextmanager
 async def running(config: ServerConfig, *, background: bool = True) -> AsyncIterator[Running]:
     """Open storage and the bus, start the relay and resolvers; stop them all on exit."""
+    blobs = open_blob_store(
+        config.artifacts_url,
+        root_url=config.root_url,
+        secret_key=config.secret_key,
+        max_bytes=config.max_artifact_bytes,
+    )
     storage = await open_storage(config.db_url)
     auth = Auth(
         storage,
@@ -52,6 +59,7 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
         raise
     bus = open_bus(config.events)
     queue = Queue(storage, config.queue)
+    queue.blobs = blobs
     queue.credentials_issuer = (
         static.QUEUE_CLIENT_ID,
         static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),

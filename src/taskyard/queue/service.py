@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from taskyard.artifacts.port import BlobStore
 from taskyard.config import QueueConfig
 from taskyard.events import outbox
 from taskyard.model import dates, runs, task_definition
@@ -46,6 +47,8 @@ class Queue:
         self.seen_writes: dict[str, int] = {}
         # Who signs the temporary credentials handed out with claims: (clientId, accessToken).
         self.credentials_issuer: tuple[str, str] = ("", "")
+        # Where s3-type artifacts' bytes go; None: the deployment refuses s3 artifacts.
+        self.blobs: BlobStore | None = None
 
     async def start(self) -> None:
         """Listen for pending-task notifications from other processes."""

@@ -63,3 +63,9 @@ SELECT * FROM task_groups g
 
 -- name: delete_resolutions
 DELETE FROM task_resolutions WHERE id = ANY($1::bigint[])
+
+-- name: list_artifacts
+-- Names compare by bytes, as SQLite compares them, whatever the database's collation.
+SELECT * FROM artifacts
+ WHERE task_id = $1 AND run_id = $2 AND name COLLATE "C" > $3
+ ORDER BY name COLLATE "C" LIMIT $4

@@ -222,3 +222,19 @@ UPDATE roles SET description = $2, scopes = $3, last_modified = $4 WHERE role_id
 
 -- name: delete_role
 DELETE FROM roles WHERE role_id = $1
+
+-- name: get_artifact
+SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
+
+-- name: put_artifact
+INSERT INTO artifacts (task_id, run_id, name, storage_type, content_type, expires, details, present)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT (task_id, run_id, name) DO UPDATE
+   SET storage_type = excluded.storage_type, content_type = excluded.content_type,
+       expires = excluded.expires, details = excluded.details, present = excluded.present
+
+-- name: expired_artifacts
+SELECT task_id, run_id, name, storage_type FROM artifacts WHERE expires < $1 LIMIT $2
+
+-- name: delete_artifact
+DELETE FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3

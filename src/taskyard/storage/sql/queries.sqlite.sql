@@ -51,3 +51,7 @@ SELECT * FROM task_groups g
 
 -- name: delete_resolutions
 DELETE FROM task_resolutions WHERE id IN (SELECT value FROM json_each($1))
+
+-- name: list_artifacts
+-- Names compare by bytes in both dialects (PostgreSQL's says COLLATE "C").
+SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER BY name LIMIT $4

@@ -1,0 +1,77 @@
+"""The local blob store's own URLs: signed PUT (bounded upload) and GET (streamed download).
+
+These are not TaskCluster API calls: the URL's HMAC signature, not Hawk, is the credential, so
+a downloader that followed getArtifact's 303 needs nothing more.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route as StarletteRoute
+
+from taskyard.api.errors import error_body
+from taskyard.artifacts.port import ServedStore
+from taskyard.model.errors import InputTooLarge, ResourceNotFound, TaskyardError
+
+PATH = "/api/queue/v1/_blobs/{key:path}"
+
+
+def _store(services: Any) -> ServedStore:
+    store = services.queue.blobs if services.queue is not None else None
+    if not isinstance(store, ServedStore):
+        raise ResourceNotFound("this deployment's blob store is not served here")
+    return store
+
+
+def _check_key(key: str) -> str:
+    if key.count("/") < 2:
+        raise ResourceNotFound("no such blob")
+    return key
+
+
+async def _put(services: Any, request: Request) -> Response:
+    store = _store(services)
+    key = _check_key(request.path_params["key"])
+    content_type = request.headers.get("content-type", "")
+    store.verify("PUT", key, dict(request.query_params), content_type)
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > store.max_bytes:
+        raise InputTooLarge(f"the artifact is {declared} bytes; at most {store.max_bytes} are accepted")
+    await store.write(key, request.stream(), content_type, request.headers.get("content-encoding"))
+    return Response(status_code=200)
+
+
+async def _get(services: Any, request: Request) -> Response:
+    store = _store(services)
+    key = _check_key(request.path_params["key"])
+    store.verify("GET", key, dict(request.query_params), "")
+    blob = store.open(key)
+    headers = {"content-type": blob.content_type}
+    if blob.content_encoding:
+        headers["content-encoding"] = blob.content_encoding
+    return FileResponse(blob.path, headers=headers, stat_result=None)
+
+
+def routes(services: Any) -> list[StarletteRoute]:
+    """The blob routes, answering a `TaskyardError` as TaskCluster's error body."""
+
+    def handler(method: str) -> Any:
+        act = _put if method == "PUT" else _get
+
+        async def handle(request: Request) -> Response:
+            try:
+                return await act(services, request)
+            except TaskyardError as exc:
+                body = error_body(exc, method=f"blob{method.title()}", params={}, payload=None)
+                return Response(orjson.dumps(body), exc.status, media_type="application/json")
+
+        return handle
+
+    return [
+        StarletteRoute(PATH, handler("PUT"), methods=["PUT"]),
+        StarletteRoute(PATH, handler("GET"), methods=["GET", "HEAD"]),
+    ]

@@ -1,0 +1,55 @@
+"""The blob-store port: where `s3` artifacts' bytes live, reached through signed, expiring URLs.
+
+Uploaders PUT to `put_url()` and downloaders GET `get_url()`; the queue itself never holds the
+bytes. A store whose URLs the API serves itself (the local directory) is also a `ServedStore`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from taskyard.model.errors import InsufficientScopes
+
+
+class BadSignature(InsufficientScopes):
+    """The blob URL's signature is wrong or has expired."""
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    path: Path
+    content_type: str
+    content_encoding: str | None
+    size: int
+
+
+class BlobStore(Protocol):
+    def put_url(self, key: str, content_type: str, expires: int) -> str:
+        """A URL accepting one PUT of the blob with this Content-Type until `expires` (epoch ms)."""
+
+    def get_url(self, key: str, expires: int) -> str:
+        """A URL answering the blob until `expires` (epoch ms)."""
+
+    async def delete(self, keys: list[str]) -> None:
+        """Delete blobs; keys that hold nothing are ignored."""
+
+
+@runtime_checkable
+class ServedStore(Protocol):
+    """A store whose signed URLs the API itself answers (`/api/queue/v1/_blobs/<key>`)."""
+
+    max_bytes: int
+
+    def verify(self, method: str, key: str, query: dict[str, str], content_type: str) -> None:
+        """Raise BadSignature unless the URL's signature covers this method, key and content type."""
+
+    async def write(
+        self, key: str, chunks: AsyncIterator[bytes], content_type: str, content_encoding: str | None
+    ) -> int:
+        """Store the blob from `chunks`; InputTooLarge past `max_bytes` (nothing is kept then)."""
+
+    def open(self, key: str) -> StoredBlob:
+        """Where the blob is and how it was uploaded; ResourceNotFound if it is not there."""

@@ -1,0 +1,172 @@
+"""Artifacts as pure rules: names, request bodies per storage type, re-create and acceptance rules.
+
+Reference queue.md §6. An artifact belongs to one run of a task and is keyed by its name;
+`s3` artifacts hold a blob in the blob store, `reference` a URL, `link` another artifact of
+the same run, `error` why the worker could not upload.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from taskyard.model import dates, schema
+from taskyard.model.errors import InputError, RequestConflict
+from taskyard.model.types import JSONObject, Millis
+
+STORAGE_TYPES = ("s3", "reference", "link", "error")
+ERROR_REASONS = (
+    "file-missing-on-worker",
+    "invalid-resource-on-worker",
+    "too-large-file-on-worker",
+    "file-not-readable-on-worker",
+)
+NAME_PATTERN = r"^[\x20-\x7e]+$"
+MAX_NAME = 1024
+DEFAULT_CONTENT_TYPE = "application/binary"
+EXPIRES_SLACK_MS = 15 * 60 * 1000  # expires may lie up to 15 minutes in the past (clock skew)
+EXCEPTION_WINDOW_MS = 25 * 60 * 1000  # artifacts are accepted this long after an exception
+PUT_URL_TTL_MS = 45 * 60 * 1000
+GET_URL_TTL_MS = 30 * 60 * 1000
+MAX_LINKS = 100
+_NAME = re.compile(NAME_PATTERN)
+
+_CONTENT_TYPE = schema.string(max_length=255)
+_COMMON = {"storageType": schema.enum(*STORAGE_TYPES), "expires": schema.date_time()}
+BODIES = {
+    "s3": schema.obj(
+        {**_COMMON, "contentType": _CONTENT_TYPE, "contentLength": schema.integer(minimum=0)},
+        required=["storageType", "expires", "contentType"],
+        additional=False,
+    ),
+    "reference": schema.obj(
+        {
+            **_COMMON,
+            "contentType": _CONTENT_TYPE,
+            "url": schema.string(pattern=r"^https?://[\x21-\x7e]+$", max_length=4096),
+        },
+        required=["storageType", "expires", "url", "contentType"],
+        additional=False,
+    ),
+    "link": schema.obj(
+        {**_COMMON, "contentType": _CONTENT_TYPE, "artifact": schema.string(max_length=MAX_NAME)},
+        required=["storageType", "expires", "artifact"],
+        additional=False,
+    ),
+    "error": schema.obj(
+        {**_COMMON, "reason": schema.enum(*ERROR_REASONS), "message": schema.string(max_length=4096)},
+        required=["storageType", "expires", "reason", "message"],
+        additional=False,
+    ),
+}
+REQUEST = schema.obj(
+    {"storageType": schema.enum(*STORAGE_TYPES), "expires": schema.date_time()},
+    required=["storageType", "expires"],
+    additional=True,
+)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    task_id: str
+    run_id: int
+    name: str
+    storage_type: str
+    content_type: str
+    expires: Millis
+    details: JSONObject
+    present: bool = True
+
+    @property
+    def blob_key(self) -> str:
+        return f"{self.task_id}/{self.run_id}/{self.name}"
+
+    def info(self) -> JSONObject:
+        """The artifact as listArtifacts and artifactInfo answer it."""
+        found: JSONObject = {
+            "storageType": self.storage_type,
+            "name": self.name,
+            "expires": dates.to_iso(self.expires),
+            "contentType": self.content_type,
+        }
+        if "contentLength" in self.details:
+            found["contentLength"] = self.details["contentLength"]
+        return found
+
+
+def check_name(name: str, field: str = "name") -> str:
+    """Refuse names that are empty, too long, not printable ASCII, or hold a `..` segment."""
+    if not _NAME.fullmatch(name) or len(name) > MAX_NAME:
+        raise InputError(f"artifact {field} must match {NAME_PATTERN} and be at most {MAX_NAME} characters")
+    if ".." in name.split("/"):
+        raise InputError(f"artifact {field} may not contain a `..` path segment")
+    return name
+
+
+def from_request(task_id: str, run_id: int, name: str, body: Any, now: Millis) -> Artifact:
+    """The artifact a createArtifact body describes; 400 if the body breaks its type's rules."""
+    schema.validate(REQUEST, body)
+    kind = body["storageType"]
+    schema.validate(BODIES[kind], body)
+    expires = schema.to_millis(body["expires"])
+    if expires < now - EXPIRES_SLACK_MS:
+        raise InputError("body.expires is in the past: an artifact must expire in the future")
+    details: JSONObject = {}
+    if kind == "s3" and "contentLength" in body:
+        details["contentLength"] = body["contentLength"]
+    elif kind == "reference":
+        details["url"] = body["url"]
+    elif kind == "link":
+        details["artifact"] = check_name(body["artifact"], "body.artifact")
+    elif kind == "error":
+        details = {"reason": body["reason"], "message": body["message"]}
+    content_type = body.get("contentType", DEFAULT_CONTENT_TYPE)
+    return Artifact(task_id, run_id, name, kind, content_type, expires, details, present=True)
+
+
+def check_expires(artifact: Artifact, task_expires: Millis) -> None:
+    if artifact.expires > task_expires:
+        raise InputError(
+            f"Artifact expires ({dates.to_iso(artifact.expires)}) after the task expiration "
+            f"{dates.to_iso(task_expires)} (task.expires < expires) - this is not allowed, "
+            "artifacts may not expire after the task they belong to expires"
+        )
+
+
+def check_run_accepts(run: JSONObject | None, now: Millis) -> None:
+    """400 if the run does not exist or was never claimed; 409 unless it may take artifacts now."""
+    if run is None:
+        raise InputError("the run does not exist")
+    if "workerGroup" not in run:
+        raise InputError("artifacts cannot be created for a run that was never claimed")
+    if run["state"] == "running":
+        return
+    resolved = run.get("resolved") if run["state"] == "exception" else None
+    if resolved is not None and now <= dates.parse_iso(resolved) + EXCEPTION_WINDOW_MS:
+        return
+    raise RequestConflict(
+        "Artifacts cannot be created for a task after it is resolved, unless it is resolved "
+        "'exception', and even in this case only up to 25 min past resolution."
+    )
+
+
+def recreate(old: Artifact, new: Artifact) -> Artifact:
+    """What re-creating `old` as `new` stores, or 409 (queue.md §6 re-create rules)."""
+    expires = max(old.expires, new.expires)
+    if old.storage_type == "reference" and new.storage_type == "link":
+        return replace(new, content_type=old.content_type, expires=expires)
+    if old.storage_type != new.storage_type:
+        raise _conflict(old)
+    if new.storage_type != "link" and old.content_type != new.content_type:
+        raise _conflict(old)
+    if new.storage_type != "reference" and old.details != new.details:
+        raise _conflict(old)
+    return replace(new, content_type=old.content_type, expires=expires)
+
+
+def _conflict(old: Artifact) -> RequestConflict:
+    return RequestConflict(
+        "Artifact already exists with different properties, and none of the allowed exceptions "
+        f"apply: storageType {old.storage_type}, contentType {old.content_type}"
+    )

@@ -1,0 +1,191 @@
+"""The artifact API's operations: create, follow links, answer content URLs, list and sweep.
+
+createArtifact runs in one transaction with the task row (locked on PostgreSQL), so an artifact
+never lands on a run that a concurrent report has just resolved past its window.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from taskyard.artifacts.port import BlobStore
+from taskyard.model import artifacts, paging
+from taskyard.model.artifacts import Artifact
+from taskyard.model.errors import InputError, ResourceExpired, ResourceNotFound, Unavailable
+from taskyard.model.messages import task_message
+from taskyard.model.types import JSONObject
+from taskyard.queue import service
+from taskyard.queue.service import Queue
+from taskyard.storage.port import Row, Session
+
+log = logging.getLogger(__name__)
+SWEEP_BATCH = 500
+EXPIRY_GRACE_MS = 30 * 60 * 1000
+
+
+def blobs(q: Queue) -> BlobStore:
+    store: BlobStore | None = q.blobs
+    if store is None:
+        raise Unavailable("this deployment has no blob store for s3 artifacts")
+    return store
+
+
+def _from_row(row: Row) -> Artifact:
+    return Artifact(
+        task_id=row["task_id"],
+        run_id=row["run_id"],
+        name=row["name"],
+        storage_type=row["storage_type"],
+        content_type=row["content_type"],
+        expires=row["expires"],
+        details=orjson.loads(row["details"]),
+        present=bool(row["present"]),
+    )
+
+
+async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: Any) -> JSONObject:
+    """Create or re-create an artifact (idempotent for an identical body); 400/409 per queue.md §6."""
+    artifacts.check_name(name)
+    new = artifacts.from_request(task_id, run_id, name, body, q.clock())
+    async with q.storage.transaction() as tx:
+        row = await tx.fetchrow("get_task_for_update", task_id)
+        if row is None:
+            raise InputError(f"task {task_id} does not exist")
+        rec = service.record_from_row(row)
+        run = rec.runs[run_id] if run_id < len(rec.runs) else None
+        artifacts.check_run_accepts(run, q.clock())
+        assert run is not None
+        artifacts.check_expires(new, rec.expires)
+        old = await tx.fetchrow("get_artifact", task_id, run_id, name)
+        stored = new if old is None else artifacts.recreate(_from_row(old), new)
+        await tx.execute(
+            "put_artifact", task_id, run_id, name, stored.storage_type, stored.content_type,
+            stored.expires, service.dumps(stored.details), True,
+        )  # fmt: skip
+        if stored.storage_type != "s3":  # s3 uploads happen later, elsewhere: TaskCluster announces none
+            worker = (run["workerGroup"], run["workerId"])
+            extra = {"artifact": _announced(stored)}
+            message = task_message(
+                "artifact-created", rec.status(), rec.definition, run_id=run_id, worker=worker, extra=extra
+            )
+            await service.publish_tx(q, tx, [message])
+    return _created(q, stored)
+
+
+def _announced(a: Artifact) -> JSONObject:
+    info = a.info()
+    info.pop("contentLength", None)
+    return info
+
+
+def _created(q: Queue, a: Artifact) -> JSONObject:
+    if a.storage_type != "s3":
+        return {"storageType": a.storage_type}
+    url_expires = q.clock() + artifacts.PUT_URL_TTL_MS
+    put_url = blobs(q).put_url(a.blob_key, a.content_type, url_expires)
+    return {
+        "storageType": "s3",
+        "contentType": a.content_type,
+        "expires": _iso(url_expires),
+        "putUrl": put_url,
+    }
+
+
+def _iso(ms: int) -> str:
+    from taskyard.model import dates
+
+    return dates.to_iso(ms)
+
+
+async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> None:
+    """Only `object` artifacts are finished, and taskyard has none yet: 404, or 400 for the rest."""
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_artifact", task_id, run_id, name)
+    if row is None:
+        raise ResourceNotFound("Artifact not found")
+    raise InputError("Only object artifacts can be finished")
+
+
+async def latest_run_id(q: Queue, task_id: str) -> int:
+    """The task's last run; 404 if the task does not exist or has no runs."""
+    rec = await service.load(q, task_id)
+    if not rec.runs:
+        raise ResourceNotFound(f"task {task_id} has no runs")
+    return len(rec.runs) - 1
+
+
+async def _get(session: Session, task_id: str, run_id: int, name: str) -> Artifact:
+    row = await session.fetchrow("get_artifact", task_id, run_id, name)
+    if row is None or not row["present"]:
+        raise ResourceNotFound("Artifact not found")
+    return _from_row(row)
+
+
+async def info(q: Queue, task_id: str, run_id: int, name: str) -> JSONObject:
+    """artifactInfo: the artifact itself, links not followed."""
+    async with q.storage.reader() as session:
+        return (await _get(session, task_id, run_id, name)).info()
+
+
+async def follow(
+    q: Queue, task_id: str, run_id: int, name: str, authorize: Callable[[list[str]], None]
+) -> Artifact:
+    """The artifact `name` leads to through links; `authorize` sees every name on the way (AllOf)."""
+    chain = [name]
+    authorize(chain)
+    async with q.storage.reader() as session:
+        found = await _get(session, task_id, run_id, name)
+        while found.storage_type == "link":
+            target = str(found.details["artifact"])
+            if target in chain or len(chain) > artifacts.MAX_LINKS:
+                raise InputError(f"artifact {name} is part of a link cycle: {' -> '.join([*chain, target])}")
+            chain.append(target)
+            authorize(chain)
+            found = await _get(session, task_id, run_id, target)
+    if found.expires < q.clock():
+        raise ResourceExpired(f"artifact {found.name} expired at {_iso(found.expires)}")
+    return found
+
+
+def content(q: Queue, a: Artifact) -> JSONObject:
+    """Where the artifact's content is: `{storageType, url}`, or the error's reason and message."""
+    if a.storage_type == "error":
+        return {"storageType": "error", "reason": a.details["reason"], "message": a.details["message"]}
+    if a.storage_type == "reference":
+        return {"storageType": "reference", "url": a.details["url"]}
+    url = blobs(q).get_url(a.blob_key, q.clock() + artifacts.GET_URL_TTL_MS)
+    return {"storageType": "s3", "url": url}
+
+
+async def list_artifacts(q: Queue, task_id: str, run_id: int | None, page: paging.Query) -> JSONObject:
+    """One page of the run's artifacts by name (the latest run when `run_id` is None)."""
+    rec = await service.load(q, task_id)
+    last = len(rec.runs) - 1
+    run_id = last if run_id is None else run_id
+    if not 0 <= run_id <= last:
+        raise ResourceNotFound(f"task {task_id} has no run {run_id}")
+    (after,) = paging.after(page, 1, [""])
+    async with q.storage.reader() as session:
+        rows = await session.fetch("list_artifacts", task_id, run_id, after, page.limit + 1)
+    found = [_from_row(r) for r in rows]
+    last_key = [found[page.limit - 1].name] if len(found) > page.limit else None
+    return paging.keyset_page("artifacts", [a.info() for a in found], last_key, page.limit)
+
+
+async def sweep_expired(q: Queue) -> int:
+    """Delete artifacts that expired more than 30 minutes ago, with their blobs; answer how many."""
+    async with q.storage.reader() as session:
+        rows = await session.fetch("expired_artifacts", q.clock() - EXPIRY_GRACE_MS, SWEEP_BATCH)
+    if not rows:
+        return 0
+    keys = [f"{r['task_id']}/{r['run_id']}/{r['name']}" for r in rows if r["storage_type"] == "s3"]
+    if keys:
+        await blobs(q).delete(keys)
+    async with q.storage.transaction() as tx:
+        for r in rows:
+            await tx.execute("delete_artifact", r["task_id"], r["run_id"], r["name"])
+    return len(rows)

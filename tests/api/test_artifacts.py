@@ -1,0 +1,282 @@
+"""The artifact API through the app on the local blob store: every storage type, rule and bad input."""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from taskyard.artifacts.local import LocalStore
+from taskyard.model import dates
+from taskyard.queue import resolvers
+from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.conftest import SECRET_KEY, FakeClock
+
+QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
+MAX_BYTES = 1000
+
+
+@pytest.fixture
+async def store(api: Api, tmp_path: Path, clock: FakeClock) -> AsyncIterator[LocalStore]:
+    local = LocalStore(
+        str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=MAX_BYTES, clock=clock
+    )
+    api.queue.blobs = local
+    yield local
+
+
+async def running_task(api: Api, **overrides: Any) -> tuple[str, Credentials]:
+    task_id, _ = await api.create_task(**overrides)
+    response = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": "w1"})
+    (claim,) = response.json()["tasks"]
+    return task_id, Credentials.from_response(claim["credentials"])
+
+
+def expires(api: Api, hours: float = 1) -> str:
+    return dates.to_iso(api.clock() + int(hours * dates.HOUR))
+
+
+async def create(
+    api: Api, task_id: str, name: str, body: dict[str, Any], creds: Any = None, run: int = 0
+) -> httpx.Response:
+    path = f"/task/{task_id}/runs/{run}/artifacts/{quote(name, safe='').replace('.', '%2E')}"
+    return await api.call(
+        "POST", path, {"expires": expires(api), **body}, **({"creds": creds} if creds else {})
+    )
+
+
+async def upload(
+    api: Api, task_id: str, name: str, data: bytes, content_type: str = "text/plain", **headers: str
+) -> str:
+    response = await create(api, task_id, name, {"storageType": "s3", "contentType": content_type})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"storageType", "contentType", "expires", "putUrl"}
+    put = await api.client.put(
+        body["putUrl"], content=data, headers={"content-type": content_type, **headers}
+    )
+    assert put.status_code == 200, put.text
+    return str(body["putUrl"])
+
+
+async def test_s3_upload_and_download(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    packed = gzip.compress(b"hello log\n")
+    await upload(api, task_id, "public/logs/live.log", packed, "text/plain", **{"content-encoding": "gzip"})
+    await upload(api, task_id, "private/secret.json", b'{"s": 1}', "application/json")
+
+    anonymous = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/logs/live.log", creds=None)
+    assert anonymous.status_code == 303, anonymous.text
+    assert anonymous.headers["x-taskcluster-artifact-storage-type"] == "s3"
+    assert anonymous.json() == {"storageType": "s3", "url": anonymous.headers["location"]}
+    blob = await api.client.get(anonymous.headers["location"])
+    assert blob.status_code == 200
+    assert blob.headers["content-type"] == "text/plain"
+    assert blob.headers["content-encoding"] == "gzip"
+    assert blob.content == b"hello log\n"  # httpx undoes the gzip encoding
+
+    assert_error(
+        await api.call("GET", f"/task/{task_id}/artifacts/private/secret.json", creds=None),
+        403,
+        "InsufficientScopes",
+    )
+    private = await api.call("GET", f"/task/{task_id}/artifacts/private/secret.json")
+    assert private.status_code == 303
+    fetched = await api.client.get(private.headers["location"])
+    assert (fetched.content, fetched.headers["content-type"]) == (b'{"s": 1}', "application/json")
+    unsigned = private.headers["location"].split("?")[0]
+    assert (await api.client.get(unsigned)).status_code == 403
+
+
+async def test_blob_urls_are_signed_and_bounded(api: Api, store: LocalStore, clock: FakeClock) -> None:
+    task_id, _ = await running_task(api)
+    response = await create(api, task_id, "public/a.txt", {"storageType": "s3", "contentType": "text/plain"})
+    put_url = response.json()["putUrl"]
+    wrong_type = await api.client.put(put_url, content=b"x", headers={"content-type": "text/html"})
+    assert_error(wrong_type, 403, "InsufficientScopes")
+    tampered = put_url.replace("public/a.txt", "public/b.txt")
+    assert (
+        await api.client.put(tampered, content=b"x", headers={"content-type": "text/plain"})
+    ).status_code == 403
+    too_big = await api.client.put(
+        put_url, content=b"x" * (MAX_BYTES + 1), headers={"content-type": "text/plain"}
+    )
+    assert_error(too_big, 413, "InputTooLarge")
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: the limit is found while streaming
+        for _ in range(3):
+            yield b"y" * 400
+
+    streamed = await api.client.put(put_url, content=chunks(), headers={"content-type": "text/plain"})
+    assert_error(streamed, 413, "InputTooLarge")
+    assert not any(p.is_file() for p in Path(store.directory).rglob("*"))
+    clock.advance(46 * 60)
+    late = await api.client.put(put_url, content=b"x", headers={"content-type": "text/plain"})
+    assert_error(late, 403, "InsufficientScopes", names=["expired"])
+    bogus = await api.client.get("http://testserver/api/queue/v1/_blobs/x?e=1&s=2")
+    assert bogus.status_code in (403, 404)
+
+
+@pytest.mark.parametrize(
+    "name", ["public/../x", "..", "a/../../b", "public/\x00x", "public/caf\u00e9", "public/\x7f"]
+)
+async def test_bad_names(api: Api, store: LocalStore, name: str) -> None:
+    task_id, _ = await running_task(api)
+    response = await create(api, task_id, name, {"storageType": "s3", "contentType": "text/plain"})
+    assert response.status_code == 400, response.text
+    encoded = quote(name, safe="").replace(".", "%2E")
+    got = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/{encoded}")
+    assert got.status_code == 400, got.text
+    link = await create(api, task_id, "public/link", {"storageType": "link", "artifact": name})
+    assert link.status_code == 400, link.text
+
+
+async def test_expires_rules(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    body = {"storageType": "s3", "contentType": "text/plain"}
+    past = await api.call(
+        "POST", f"/task/{task_id}/runs/0/artifacts/public/a", {**body, "expires": expires(api, -1)}
+    )
+    assert_error(past, 400, "InputError", names=["expires"])
+    late = await api.call(
+        "POST", f"/task/{task_id}/runs/0/artifacts/public/a", {**body, "expires": expires(api, 24 * 400)}
+    )
+    assert_error(late, 400, "InputError", names=["task expiration"])
+    unknown = await create(api, "fKz7yXv3Q0m2p9Wq1bC4dA", "public/a", body)
+    assert_error(unknown, 400, "InputError")
+    assert_error(await create(api, task_id, "public/a", body, run=1), 400, "InputError")
+    assert_error(
+        await create(api, task_id, "public/a", {"storageType": "azure"}), 400, "InputValidationError"
+    )
+
+
+async def test_reference_link_error(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    await upload(api, task_id, "public/log.txt", b"log")
+    assert (
+        await create(
+            api,
+            task_id,
+            "public/ref",
+            {"storageType": "reference", "url": "https://e.com/r", "contentType": "text/html"},
+        )
+    ).json() == {"storageType": "reference"}
+    assert (
+        await create(api, task_id, "public/link", {"storageType": "link", "artifact": "public/log.txt"})
+    ).status_code == 200
+    assert (
+        await create(
+            api,
+            task_id,
+            "public/err",
+            {"storageType": "error", "reason": "file-missing-on-worker", "message": "gone"},
+        )
+    ).status_code == 200
+    assert (
+        await create(api, task_id, "private/link", {"storageType": "link", "artifact": "public/log.txt"})
+    ).status_code == 200
+    assert (
+        await create(api, task_id, "public/to-private", {"storageType": "link", "artifact": "private/link"})
+    ).status_code == 200
+    assert (
+        await create(api, task_id, "public/c1", {"storageType": "link", "artifact": "public/c2"})
+    ).status_code == 200
+    assert (
+        await create(api, task_id, "public/c2", {"storageType": "link", "artifact": "public/c1"})
+    ).status_code == 200
+    base = f"/task/{task_id}/runs/0/artifacts/"
+
+    ref = await api.call("GET", base + "public/ref", creds=None)
+    assert (ref.status_code, ref.headers["location"]) == (303, "https://e.com/r")
+    link = await api.call("GET", base + "public/link", creds=None)
+    assert (link.status_code, link.headers["x-taskcluster-artifact-storage-type"]) == (303, "s3")
+    err = await api.call("GET", base + "public/err", creds=None)
+    assert (err.status_code, err.json()) == (424, {"reason": "file-missing-on-worker", "message": "gone"})
+    assert err.headers["x-taskcluster-artifact-storage-type"] == "error"
+    denied = await api.call("GET", base + "public/to-private", creds=None)
+    assert_error(denied, 403, "InsufficientScopes", names=["public/to-private", "private/link"])
+    assert_error(await api.call("GET", base + "public/c1"), 400, "InputError", names=["cycle"])
+    assert_error(await api.call("GET", base + "public/nope"), 404, "ResourceNotFound")
+    content = await api.call("GET", f"/task/{task_id}/artifact-content/public/err")
+    assert content.json() == {"storageType": "error", "reason": "file-missing-on-worker", "message": "gone"}
+    info = await api.call("GET", f"/task/{task_id}/runs/0/artifact-info/public/link")
+    assert info.json()["storageType"] == "link" and info.json()["contentType"] == "application/binary"
+    finish = await api.call("PUT", base + "public/log.txt", {"uploadId": "x"})
+    assert_error(finish, 400, "InputError")
+    assert_error(await api.call("PUT", base + "public/none", {}), 404, "ResourceNotFound")
+
+
+async def test_recreate_rules(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    s3 = {"storageType": "s3", "contentType": "text/plain"}
+    assert (await create(api, task_id, "public/a", s3)).status_code == 200
+    assert (await create(api, task_id, "public/a", s3)).status_code == 200  # identical: fine
+    assert_error(
+        await create(api, task_id, "public/a", {**s3, "contentType": "text/html"}), 409, "RequestConflict"
+    )
+    ref = {"storageType": "reference", "url": "https://e.com/1", "contentType": "text/html"}
+    assert_error(await create(api, task_id, "public/a", ref), 409, "RequestConflict")
+    assert (await create(api, task_id, "public/r", ref)).status_code == 200
+    assert (await create(api, task_id, "public/r", {**ref, "url": "https://e.com/2"})).status_code == 200
+    assert (
+        await create(api, task_id, "public/r", {"storageType": "link", "artifact": "public/a"})
+    ).status_code == 200
+    info = (await api.call("GET", f"/task/{task_id}/artifact-info/public/r")).json()
+    assert (info["storageType"], info["contentType"]) == ("link", "text/html")
+
+
+async def test_run_state_rules(api: Api, store: LocalStore, clock: FakeClock) -> None:
+    s3 = {"storageType": "s3", "contentType": "text/plain"}
+    done, _ = await running_task(api)
+    assert (await api.call("POST", f"/task/{done}/runs/0/completed")).status_code == 200
+    assert_error(await create(api, done, "public/late", s3), 409, "RequestConflict")
+    broken, creds = await running_task(api, retries=0)
+    reported = await api.call("POST", f"/task/{broken}/runs/0/exception", {"reason": "malformed-payload"})
+    assert reported.status_code == 200
+    assert (await create(api, broken, "public/late", s3, creds=creds)).status_code == 200
+    clock.advance(26 * 60)
+    assert_error(await create(api, broken, "public/later", s3), 409, "RequestConflict")
+    pending, _ = await api.create_task()
+    assert_error(await create(api, pending, "public/a", s3), 400, "InputError")
+
+
+async def test_list_paging_and_sweep(api: Api, store: LocalStore, clock: FakeClock) -> None:
+    task_id, _ = await running_task(api)
+    names = [f"public/n{i}" for i in range(5)]
+    for name in reversed(names):
+        await upload(api, task_id, name, b"x")
+    seen, token = [], None
+    while True:
+        query = {"limit": "2", **({"continuationToken": token} if token else {})}
+        page = (await api.call("GET", f"/task/{task_id}/runs/0/artifacts", query=query)).json()
+        seen += [a["name"] for a in page["artifacts"]]
+        token = page.get("continuationToken")
+        if not token:
+            break
+    assert seen == names
+    latest = (await api.call("GET", f"/task/{task_id}/artifacts")).json()
+    assert [a["name"] for a in latest["artifacts"]] == names
+    assert_error(await api.call("GET", f"/task/{task_id}/runs/1/artifacts"), 404, "ResourceNotFound")
+    assert_error(
+        await api.call("GET", f"/task/{task_id}/runs/0/artifacts", creds=None), 403, "InsufficientScopes"
+    )
+    assert_error(
+        await api.call("GET", f"/task/{task_id}/runs/0/artifacts", query={"continuationToken": "!!"}),
+        400,
+        "InputError",
+    )
+
+    clock.advance(2 * 3600)  # past the artifacts' expiry, not yet past the sweep's grace
+    expired = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/n0", creds=None)
+    assert_error(expired, 410, "ResourceExpired")
+    assert any(p.is_file() for p in Path(store.directory).rglob("*"))
+    clock.advance(3600)
+    assert await resolvers.sweep_expired(api.queue) >= 5
+    assert not any(p.is_file() for p in Path(store.directory).rglob("*"))
+    gone = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/n0", creds=None)
+    assert_error(gone, 404, "ResourceNotFound")
