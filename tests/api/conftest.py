@@ -21,7 +21,7 @@ import pytest
 import taskcluster
 from taskcluster import utils as tc_utils
 
-from taskyard.api import queue_v1
+from taskyard.api import artifacts_v1, queue_v1
 from taskyard.api.app import Services, build_app
 from taskyard.api.routing import Route
 from taskyard.auth import static
@@ -47,6 +47,7 @@ GOOD_PARAMS = {
     "workerType": "api-wt",
     "workerGroup": "wg",
     "workerId": "wid",
+    "name": "private/build/target.tar.gz",
 }
 _PARAM_RE = re.compile(r"\{(\w+)(?::path)?\}")
 
@@ -105,7 +106,7 @@ def route_params(route: Route) -> list[str]:
 
 
 def routes(*, with_params: bool | None = None, signed: bool | None = None) -> list[Route]:
-    chosen = list(queue_v1.ROUTES)
+    chosen = list(queue_v1.ROUTES) + list(artifacts_v1.ROUTES)
     if with_params is not None:
         chosen = [r for r in chosen if bool(route_params(r)) == with_params]
     if signed is not None:
@@ -114,7 +115,7 @@ def routes(*, with_params: bool | None = None, signed: bool | None = None) -> li
 
 
 def route(name: str) -> Route:
-    (found,) = [r for r in queue_v1.ROUTES if r.name == name]
+    (found,) = [r for r in [*queue_v1.ROUTES, *artifacts_v1.ROUTES] if r.name == name]
     return found
 
 
@@ -201,6 +202,13 @@ def valid_body(route_name: str, now: int) -> Any:
         "claimWork": {"workerGroup": "wg", "workerId": "wid", "tasks": 1},
         "claimTask": {"workerGroup": "wg", "workerId": "wid"},
         "reportException": {"reason": "worker-shutdown"},
+        "createArtifact": {
+            "storageType": "reference",
+            "expires": dates.to_iso(now + dates.HOUR),
+            "url": "https://example.com/artifact",
+            "contentType": "text/plain",
+        },
+        "finishArtifact": {"uploadId": GOOD_PARAMS["taskId"]},
         "quarantineWorker": {"quarantineUntil": dates.to_iso(now + dates.HOUR)},
         "declareWorker": {"expires": dates.to_iso(now + dates.DAY)},
     }

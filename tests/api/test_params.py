@@ -53,6 +53,8 @@ BAD_PARAMS: dict[str, list[str]] = {
     "workerId": ["bad.id", "x" * 39, "with space", "caf\u00e9", "at@sign", "nul\x00"],
 }
 BAD_PARAMS["taskGroupId"] = BAD_PARAMS["taskId"]
+# Artifact names: printable ASCII, and no `..` segment that could climb out of a path.
+BAD_PARAMS["name"] = ["../escape", "private/../../escape", "caf\u00e9.txt", "nul\x00.txt", "tab\there"]
 PARAM_ROUTES = routes(with_params=True)
 
 

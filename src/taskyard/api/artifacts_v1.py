@@ -12,6 +12,7 @@ from taskyard.api.routing import Call, Reply, Route, run_id
 from taskyard.model import artifacts as rules
 from taskyard.model import paging, schema
 from taskyard.model.artifacts import Artifact
+from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import artifacts
 
 STORAGE_HEADER = "x-taskcluster-artifact-storage-type"
@@ -25,7 +26,7 @@ def _q(call: Call) -> Any:
 
 
 def _name(call: Call) -> str:
-    return rules.check_name(call.params["name"])
+    return rules.check_name(call.params["name"], "URL parameter name", InvalidRequestArguments)
 
 
 async def create_artifact(call: Call) -> Any:
@@ -42,7 +43,7 @@ async def finish_artifact(call: Call) -> Any:
 async def _follow(call: Call, run: int | None) -> Artifact:
     name = call.params["name"]
     call.authorize(names=[name])  # before any 404, as TaskCluster does
-    rules.check_name(name)
+    _name(call)
     task_id = call.params["taskId"]
     if run is None:
         run = await artifacts.latest_run_id(_q(call), task_id)
@@ -78,9 +79,9 @@ async def artifact_info(call: Call) -> Any:
 
 
 async def latest_artifact_info(call: Call) -> Any:
-    task_id = call.params["taskId"]
+    task_id, name = call.params["taskId"], _name(call)  # a bad name is a 400 before any lookup
     latest = await artifacts.latest_run_id(_q(call), task_id)
-    return await artifacts.info(_q(call), task_id, latest, _name(call))
+    return await artifacts.info(_q(call), task_id, latest, name)
 
 
 async def list_artifacts(call: Call) -> Any:

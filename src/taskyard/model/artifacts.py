@@ -95,12 +95,12 @@ class Artifact:
         return found
 
 
-def check_name(name: str, field: str = "name") -> str:
+def check_name(name: str, field: str = "artifact name", error: type[InputError] = InputError) -> str:
     """Refuse names that are empty, too long, not printable ASCII, or hold a `..` segment."""
     if not _NAME.fullmatch(name) or len(name) > MAX_NAME:
-        raise InputError(f"artifact {field} must match {NAME_PATTERN} and be at most {MAX_NAME} characters")
+        raise error(f"{field} must match {NAME_PATTERN} and be at most {MAX_NAME} characters")
     if ".." in name.split("/"):
-        raise InputError(f"artifact {field} may not contain a `..` path segment")
+        raise error(f"{field} may not contain a `..` path segment")
     return name
 
 
@@ -118,7 +118,7 @@ def from_request(task_id: str, run_id: int, name: str, body: Any, now: Millis) -
     elif kind == "reference":
         details["url"] = body["url"]
     elif kind == "link":
-        details["artifact"] = check_name(body["artifact"], "body.artifact")
+        details["artifact"] = check_name(body["artifact"], "body.artifact (an artifact name)")
     elif kind == "error":
         details = {"reason": body["reason"], "message": body["message"]}
     content_type = body.get("contentType", DEFAULT_CONTENT_TYPE)
