@@ -12,7 +12,7 @@ from typing import Any
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, options
+from taskyard.cli import admin, options, tasks
 from taskyard.config import ServerConfig
 from taskyard.model.errors import ConfigError, TaskyardError
 
@@ -26,6 +26,7 @@ def parser() -> argparse.ArgumentParser:
     up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
     options.add_server_options(up)
     admin.add_commands(commands)
+    tasks.add_commands(commands)
     return top
 
 
@@ -61,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command in admin.COMMANDS:
         return admin.main(args, os.environ)
+    if args.command in tasks.COMMANDS:
+        return tasks.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,0 +1,389 @@
+"""`taskyard task|group`: create, inspect, cancel and rerun tasks; list and fetch their artifacts.
+
+Like `taskyard client|role|scopes` (see `admin`), the commands talk HTTP to the deployment at
+TASKCLUSTER_ROOT_URL, signing with the TASKCLUSTER_* credentials or their flags, and print text for
+people or `--json` for scripts. Exit status: 0 done, 1 the server refused or could not be reached (or
+an error artifact, or a group that did not all complete), 2 bad usage or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, TextIO
+
+from taskyard.cli import admin, http
+from taskyard.model import dates, slugid
+from taskyard.model.errors import ConfigError
+
+COMMANDS = ("task", "group")
+PAGE_SIZE = 1000  # the server's maximum page
+DEFAULT_SOURCE = "https://taskyard.invalid/cli"
+DEFAULT_OWNER = "nobody@taskyard.invalid"
+STATES = ("unscheduled", "pending", "running", "completed", "failed", "exception")
+UNRESOLVED = ("unscheduled", "pending", "running")
+CHUNK = 64 * 1024
+BAR_WIDTH = 30
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a command answers: `data` for `--json` (None prints nothing), `text` for people."""
+
+    data: Any
+    text: str
+    status: int = 0
+
+
+Handler = Callable[[http.Connection, argparse.Namespace], Result]
+
+
+class Failed(Exception):
+    """The command cannot go on; its message is printed and it exits 1."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Command line.
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `task` and `group` with their actions on `taskyard`'s sub-commands."""
+    common = admin._common_options()
+    task = commands.add_parser("task", help="create, inspect, cancel and rerun tasks; fetch artifacts")
+    actions = task.add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = actions.add_parser(
+        "create",
+        parents=[common],
+        help="create a task from a JSON file (YAML needs PyYAML installed)",
+        description="Create a task from FILE: JSON, or YAML (.yaml/.yml) if PyYAML is installed. "
+        "taskId, created, deadline (now + 1 day) and missing metadata are filled in.",
+    )
+    create.add_argument("file", metavar="FILE", help="the task definition (JSON; YAML needs PyYAML)")
+    create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
+    create.set_defaults(handler=create_task)
+    for name, handler, help in (
+        ("status", task_status, "show a task's state and runs"),
+        ("cancel", cancel_task, "cancel a task"),
+        ("rerun", rerun_task, "run a resolved task again"),
+        ("artifacts", list_artifacts, "list the artifacts of a task's latest run"),
+    ):
+        action = actions.add_parser(name, parents=[common], help=help)
+        action.add_argument("task_id", metavar="ID")
+        action.set_defaults(handler=handler)
+    fetch = actions.add_parser(
+        "get-artifact", parents=[common], help="download an artifact of a task's latest run"
+    )
+    fetch.add_argument("task_id", metavar="ID")
+    fetch.add_argument("name", metavar="NAME")
+    fetch.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
+    fetch.set_defaults(handler=get_artifact)
+
+    group = commands.add_parser("group", help="follow task groups")
+    group_actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
+    status = group_actions.add_parser("status", parents=[common], help="count a task group's tasks by state")
+    status.add_argument("task_group_id", metavar="ID")
+    status.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until no task is unscheduled, pending or running; exit 1 unless all completed",
+    )
+    status.add_argument(
+        "--interval", type=float, default=2.0, metavar="SECONDS", help="between checks with --wait"
+    )
+    status.set_defaults(handler=group_status)
+
+
+def _slugid(text: str) -> str:
+    if not slugid.is_valid(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a slugid (22 characters, like taskcluster's)")
+    return text
+
+
+def main(
+    args: argparse.Namespace,
+    environ: Mapping[str, str],
+    *,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run the command `args` names; answer the exit status."""
+    out, err = out or sys.stdout, err or sys.stderr
+    handler: Handler = args.handler
+    try:
+        result = handler(admin.connection(args, environ), args)
+    except ConfigError as exc:
+        print(f"taskyard: {exc.message}", file=err)
+        return 2
+    except (http.Refused, http.Unreachable, Failed) as exc:
+        print(f"taskyard: {exc}", file=err)
+        return 1
+    if args.json:
+        if result.data is not None:
+            print(json.dumps(result.data, indent=2), file=out)
+    elif result.text:
+        print(result.text, file=out)
+    return result.status
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tasks.
+
+
+def read_definition(path: str) -> dict[str, Any]:
+    """The task in `path`: JSON, or YAML by its suffix when PyYAML is installed; ConfigError if unusable."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("FILE", path, f"cannot be read: {exc}") from None
+    if file.suffix.lower() in (".yaml", ".yml"):
+        try:
+            yaml = importlib.import_module("yaml")
+        except ImportError:
+            raise ConfigError("FILE", path, "is YAML, which needs PyYAML: install it or use JSON") from None
+        try:
+            body = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError("FILE", path, f"is not valid YAML: {exc}") from None
+    else:
+        try:
+            body = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError("FILE", path, f"is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise ConfigError("FILE", path, "must hold an object: the task definition")
+    return body
+
+
+def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any]:
+    """`body` with `created` (now), `deadline` (now + 1 day) and the metadata it lacks filled in."""
+    task = dict(body)
+    task.setdefault("created", dates.to_iso(now))
+    task.setdefault("deadline", dates.to_iso(now + dates.DAY))
+    metadata = task.get("metadata")
+    if metadata is None or isinstance(metadata, dict):
+        task["metadata"] = {
+            "name": Path(path).stem or "task",
+            "description": f"created with `taskyard task create {Path(path).name}`",
+            "owner": DEFAULT_OWNER,
+            "source": DEFAULT_SOURCE,
+            **(metadata or {}),
+        }
+    return task
+
+
+def create_task(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """createTask from a file, defaults filled; prints the taskId and its state."""
+    task = with_defaults(read_definition(args.file), args.file, dates.now_ms())
+    task_id = args.task_id or slugid.nice()
+    answer = http.call(connection, "PUT", f"/task/{http.segment(task_id)}", service="queue", body=task)
+    status = answer["status"]
+    return Result({"taskId": task_id, **answer}, f"{status['taskId']} {status['state']}")
+
+
+def _status_of(connection: http.Connection, task_id: str, method: str, action: str = "") -> Any:
+    path = f"/task/{http.segment(task_id)}{action}"
+    return http.call(connection, method, path, service="queue")["status"]
+
+
+def task_status(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """status: the task's state and a table of its runs."""
+    status = _status_of(connection, args.task_id, "GET", "/status")
+    return Result(status, status_text(status))
+
+
+def cancel_task(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """cancelTask: the task's status afterwards."""
+    status = _status_of(connection, args.task_id, "POST", "/cancel")
+    return Result(status, f"Cancelled task {status['taskId']}.\n{status_text(status)}")
+
+
+def rerun_task(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """rerunTask: the task's status with its new run."""
+    status = _status_of(connection, args.task_id, "POST", "/rerun")
+    return Result(status, f"Rerunning task {status['taskId']}.\n{status_text(status)}")
+
+
+def status_text(status: Mapping[str, Any]) -> str:
+    """A task status for people: its fields, then one row per run."""
+    head = admin.fields(
+        [
+            ("taskId", status["taskId"]),
+            ("taskGroupId", status.get("taskGroupId", "")),
+            ("taskQueueId", status.get("taskQueueId", "")),
+            ("state", status["state"]),
+            ("deadline", status.get("deadline", "")),
+        ]
+    )
+    runs = status.get("runs") or []
+    if not runs:
+        return f"{head}\n\nno runs"
+    rows = [
+        [
+            str(run["runId"]),
+            run["state"],
+            run.get("reasonCreated", ""),
+            run.get("reasonResolved", "") or "-",
+            f"{run['workerGroup']}/{run['workerId']}" if run.get("workerId") else "-",
+            run.get("started", "") or "-",
+            run.get("resolved", "") or "-",
+        ]
+        for run in runs
+    ]
+    header = ["RUN", "STATE", "CREATED", "RESOLVED AS", "WORKER", "STARTED", "RESOLVED"]
+    return f"{head}\n\n{admin.table(header, rows)}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Artifacts.
+
+
+def list_artifacts(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """listLatestArtifacts, every page: name, storage type, content type and expiry."""
+    found: list[dict[str, Any]] = []
+    query = {"limit": str(PAGE_SIZE)}
+    path = f"/task/{http.segment(args.task_id)}/artifacts"
+    while True:
+        page = http.call(connection, "GET", path, service="queue", query=query)
+        found += page["artifacts"]
+        if not page.get("continuationToken"):
+            break
+        query = {**query, "continuationToken": page["continuationToken"]}
+    rows = [[a["name"], a["storageType"], a.get("contentType", ""), a["expires"]] for a in found]
+    header = ["NAME", "TYPE", "CONTENT TYPE", "EXPIRES"]
+    return Result(found, admin.table(header, rows) if rows else "no artifacts")
+
+
+class _Stay(urllib.request.HTTPRedirectHandler):
+    """Do not follow redirects: the artifact's URL is fetched without our Authorization header."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """getLatestArtifact: follow its 303 to the content and stream it to stdout or `--output`."""
+    name_path = "/".join(http.segment(part) for part in args.name.split("/"))
+    url = connection.url("queue", f"/task/{http.segment(args.task_id)}/artifacts/{name_path}")
+    request = urllib.request.Request(url, method="GET")
+    request.add_header("Authorization", http._authorization(connection, "GET", url, None))
+    location = _location(request, connection.timeout, args.name)
+    with _open(urllib.request.Request(location), connection.timeout) as response:
+        if args.output:
+            with open(args.output, "wb") as target:
+                shutil.copyfileobj(response, target, CHUNK)
+            size = Path(args.output).stat().st_size
+            return Result({"name": args.name, "file": args.output, "bytes": size}, "")
+        sys.stdout.flush()
+        shutil.copyfileobj(response, sys.stdout.buffer, CHUNK)
+        sys.stdout.buffer.flush()
+    return Result(None, "")
+
+
+def _location(request: urllib.request.Request, timeout: float, name: str) -> str:
+    """Where the queue redirects to; Failed with the reason and message of an error artifact."""
+    try:
+        with urllib.request.build_opener(_Stay).open(request, timeout=timeout) as response:
+            response.read()
+            raise http.Unreachable(f"{http._where(request)} answered {response.status}, not a redirect")
+    except urllib.error.HTTPError as exc:
+        with exc:
+            if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):
+                return str(exc.headers["Location"])
+            raw = exc.read()
+            if exc.code == 424:
+                body = _json(raw)
+                reason, message = body.get("reason", "?"), body.get("message", "")
+                raise Failed(f"artifact {name} is an error artifact: {reason}: {message}") from None
+            raise http._refused(exc.code, exc.reason, raw) from None
+    except urllib.error.URLError as exc:
+        raise http.Unreachable(f"cannot reach {http._where(request)}: {http._why(exc.reason)}") from None
+    except OSError as exc:
+        raise http.Unreachable(f"no answer from {http._where(request)}: {http._why(exc)}") from None
+
+
+def _open(request: urllib.request.Request, timeout: float) -> IO[bytes]:
+    try:
+        response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as exc:
+        with exc:
+            raise http._refused(exc.code, exc.reason, exc.read()) from None
+    except urllib.error.URLError as exc:
+        raise http.Unreachable(f"cannot reach {http._where(request)}: {http._why(exc.reason)}") from None
+    except OSError as exc:
+        raise http.Unreachable(f"no answer from {http._where(request)}: {http._why(exc)}") from None
+    return response
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+# ---------------------------------------------------------------------------------------------------
+# Task groups.
+
+
+def group_counts(connection: http.Connection, task_group_id: str) -> dict[str, int]:
+    """listTaskGroup, every page: how many tasks are in each state (every state, zero or not)."""
+    counts: Counter[str] = Counter()
+    query = {"limit": str(PAGE_SIZE)}
+    path = f"/task-group/{http.segment(task_group_id)}/list"
+    while True:
+        page = http.call(connection, "GET", path, service="queue", query=query)
+        counts.update(entry["status"]["state"] for entry in page["tasks"])
+        if not page.get("continuationToken"):
+            break
+        query = {**query, "continuationToken": page["continuationToken"]}
+    return {state: counts.get(state, 0) for state in (*STATES, *sorted(set(counts) - set(STATES)))}
+
+
+def counts_text(counts: Mapping[str, int]) -> str:
+    return "  ".join(f"{state} {n}" for state, n in counts.items())
+
+
+def group_status(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """Counts by state; with `--wait`, until nothing is left to run (exit 1 unless all completed)."""
+    counts = group_counts(connection, args.task_group_id)
+    if args.wait:
+        tty = sys.stderr.isatty()
+        last = 0.0
+        while any(counts.get(state, 0) for state in UNRESOLVED):
+            if tty:
+                print(f"\r{progress(counts)}", end="", file=sys.stderr, flush=True)
+            elif time.monotonic() - last >= max(args.interval, 10.0):
+                print(progress(counts), file=sys.stderr, flush=True)
+                last = time.monotonic()
+            time.sleep(max(args.interval, 0.1))
+            counts = group_counts(connection, args.task_group_id)
+        if tty:
+            print(f"\r{progress(counts)}", file=sys.stderr, flush=True)
+    total = sum(counts.values())
+    data = {"taskGroupId": args.task_group_id, "total": total, "counts": counts}
+    text = f"{args.task_group_id}: {total} tasks  {counts_text(counts)}"
+    status = 0
+    if args.wait and counts.get("completed", 0) != total:
+        status = 1
+    return Result(data, text, status)
+
+
+def progress(counts: Mapping[str, int]) -> str:
+    """`[#####-----] 5/10 resolved  ...counts`: one line."""
+    total = sum(counts.values())
+    done = total - sum(counts.get(state, 0) for state in UNRESOLVED)
+    filled = BAR_WIDTH * done // total if total else BAR_WIDTH
+    bar = "#" * filled + "-" * (BAR_WIDTH - filled)
+    return f"[{bar}] {done}/{total} resolved  {counts_text(counts)}"
