@@ -202,7 +202,7 @@ def main(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Run the command `args` names; answer the exit status."""
+    """Run the client, role, scopes, task or group command `args` names; answer the exit status."""
     out, err = out or sys.stdout, err or sys.stderr
     handler: Handler = args.handler
     try:
@@ -210,7 +210,7 @@ def main(
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=err)
         return 2
-    except (http.Refused, http.Unreachable) as exc:
+    except (http.Refused, http.Unreachable, http.Failed) as exc:
         print(f"taskyard: {exc}", file=err)
         return 1
     if args.json:
@@ -218,7 +218,7 @@ def main(
             print(json.dumps(shown.data, indent=2), file=out)
     elif shown.text:
         print(shown.text, file=out)
-    return 0
+    return getattr(shown, "status", 0)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ error body's `message` is kept) and `Unreachable` (no answer at all). Neither ca
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -72,11 +73,11 @@ def call(
     request.add_header("Accept", JSON_TYPE)
     if data is not None:
         request.add_header("Content-Type", JSON_TYPE)
-    request.add_header("Authorization", _authorization(connection, method, url, data))
+    request.add_header("Authorization", authorization(connection, method, url, data))
     return _send(request, connection.timeout)
 
 
-def _authorization(connection: Connection, method: str, url: str, data: bytes | None) -> str:
+def authorization(connection: Connection, method: str, url: str, data: bytes | None) -> str:
     return hawk_client.sign_header(
         method,
         url,
@@ -88,32 +89,42 @@ def _authorization(connection: Connection, method: str, url: str, data: bytes | 
     )
 
 
-def _send(request: urllib.request.Request, timeout: float) -> Any:
+class Failed(Exception):
+    """The command cannot go on; its message is printed and it exits 1."""
+
+
+@contextlib.contextmanager
+def translated(request: urllib.request.Request) -> Iterator[None]:
+    """Turn urllib's errors for `request` into Refused (the server said no) or Unreachable."""
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            raw = response.read()
+        yield
     except urllib.error.HTTPError as exc:
         with exc:
-            raise _refused(exc.code, exc.reason, exc.read()) from None
+            raise refused(exc.code, exc.reason, exc.read()) from None
     except urllib.error.URLError as exc:
-        raise Unreachable(f"cannot reach {_where(request)}: {_why(exc.reason)}") from None
+        raise Unreachable(f"cannot reach {where(request)}: {why(exc.reason)}") from None
     except (OSError, http.client.HTTPException) as exc:  # timeouts, replies cut short or not HTTP
-        raise Unreachable(f"no answer from {_where(request)}: {_why(exc)}") from None
+        raise Unreachable(f"no answer from {where(request)}: {why(exc)}") from None
+
+
+def _send(request: urllib.request.Request, timeout: float) -> Any:
+    with translated(request), urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read()
     if not raw:
         return None
     try:
         return json.loads(raw)
     except ValueError:
-        raise Unreachable(f"{_where(request)} answered something that is not JSON: is it taskyard?") from None
+        raise Unreachable(f"{where(request)} answered something that is not JSON: is it taskyard?") from None
 
 
-def _where(request: urllib.request.Request) -> str:
+def where(request: urllib.request.Request) -> str:
     """`http://host:port (GET /api/...)`: the server, then the request."""
     parts = urlsplit(request.full_url)
     return f"{parts.scheme}://{parts.netloc} ({request.get_method()} {parts.path})"
 
 
-def _why(reason: object) -> str:
+def why(reason: object) -> str:
     """`Connection refused` rather than `[Errno 111] Connection refused`."""
     if isinstance(reason, OSError) and reason.strerror:
         return str(reason.strerror)
@@ -121,7 +132,7 @@ def _why(reason: object) -> str:
     return f"{type(reason).__name__}: {said}" if isinstance(reason, Exception) and said else said or "?"
 
 
-def _refused(status: int, reason: object, raw: bytes) -> Refused:
+def refused(status: int, reason: object, raw: bytes) -> Refused:
     """The error TaskCluster's body `{code, message}` describes, or the bare status if there is none."""
     try:
         body = json.loads(raw)

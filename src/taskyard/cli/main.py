@@ -60,10 +60,8 @@ def run(main: Coroutine[Any, Any, None]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    if args.command in admin.COMMANDS:
+    if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
         return admin.main(args, os.environ)
-    if args.command in tasks.COMMANDS:
-        return tasks.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TextIO
+from typing import IO, Any
 
 from taskyard.cli import admin, http
 from taskyard.model import dates, slugid
@@ -46,10 +46,6 @@ class Result:
 
 
 Handler = Callable[[http.Connection, argparse.Namespace], Result]
-
-
-class Failed(Exception):
-    """The command cannot go on; its message is printed and it exits 1."""
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -107,32 +103,6 @@ def _slugid(text: str) -> str:
     if not slugid.is_valid(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a slugid (22 characters, like taskcluster's)")
     return text
-
-
-def main(
-    args: argparse.Namespace,
-    environ: Mapping[str, str],
-    *,
-    out: TextIO | None = None,
-    err: TextIO | None = None,
-) -> int:
-    """Run the command `args` names; answer the exit status."""
-    out, err = out or sys.stdout, err or sys.stderr
-    handler: Handler = args.handler
-    try:
-        result = handler(admin.connection(args, environ), args)
-    except ConfigError as exc:
-        print(f"taskyard: {exc.message}", file=err)
-        return 2
-    except (http.Refused, http.Unreachable, Failed) as exc:
-        print(f"taskyard: {exc}", file=err)
-        return 1
-    if args.json:
-        if result.data is not None:
-            print(json.dumps(result.data, indent=2), file=out)
-    elif result.text:
-        print(result.text, file=out)
-    return result.status
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -276,7 +246,7 @@ def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Resul
     name_path = "/".join(http.segment(part) for part in args.name.split("/"))
     url = connection.url("queue", f"/task/{http.segment(args.task_id)}/artifacts/{name_path}")
     request = urllib.request.Request(url, method="GET")
-    request.add_header("Authorization", http._authorization(connection, "GET", url, None))
+    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
     location = _location(request, connection.timeout, args.name)
     with _open(urllib.request.Request(location), connection.timeout) as response:
         if args.output:
@@ -292,36 +262,26 @@ def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Resul
 
 def _location(request: urllib.request.Request, timeout: float, name: str) -> str:
     """Where the queue redirects to; Failed with the reason and message of an error artifact."""
-    try:
-        with urllib.request.build_opener(_Stay).open(request, timeout=timeout) as response:
-            response.read()
-            raise http.Unreachable(f"{http._where(request)} answered {response.status}, not a redirect")
-    except urllib.error.HTTPError as exc:
-        with exc:
-            if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):
-                return str(exc.headers["Location"])
-            raw = exc.read()
-            if exc.code == 424:
-                body = _json(raw)
-                reason, message = body.get("reason", "?"), body.get("message", "")
-                raise Failed(f"artifact {name} is an error artifact: {reason}: {message}") from None
-            raise http._refused(exc.code, exc.reason, raw) from None
-    except urllib.error.URLError as exc:
-        raise http.Unreachable(f"cannot reach {http._where(request)}: {http._why(exc.reason)}") from None
-    except OSError as exc:
-        raise http.Unreachable(f"no answer from {http._where(request)}: {http._why(exc)}") from None
+    with http.translated(request):
+        try:
+            with urllib.request.build_opener(_Stay).open(request, timeout=timeout) as response:
+                response.read()
+                raise http.Unreachable(f"{http.where(request)} answered {response.status}, not a redirect")
+        except urllib.error.HTTPError as exc:
+            with exc:
+                if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):
+                    return str(exc.headers["Location"])
+                raw = exc.read()
+                if exc.code == 424:
+                    body = _json(raw)
+                    reason, message = body.get("reason", "?"), body.get("message", "")
+                    raise http.Failed(f"artifact {name} is an error artifact: {reason}: {message}") from None
+                raise http.refused(exc.code, exc.reason, raw) from None
 
 
 def _open(request: urllib.request.Request, timeout: float) -> IO[bytes]:
-    try:
+    with http.translated(request):
         response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)
-    except urllib.error.HTTPError as exc:
-        with exc:
-            raise http._refused(exc.code, exc.reason, exc.read()) from None
-    except urllib.error.URLError as exc:
-        raise http.Unreachable(f"cannot reach {http._where(request)}: {http._why(exc.reason)}") from None
-    except OSError as exc:
-        raise http.Unreachable(f"no answer from {http._where(request)}: {http._why(exc)}") from None
     return response
 
 
