@@ -251,3 +251,17 @@ def tq(request: pytest.FixtureRequest) -> str:
     from tests.e2e.helpers import task_queue_id
 
     return task_queue_id(request.node.originalname)
+
+
+@pytest.fixture
+def two_servers(db_url: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    """Processes A and B sharing one database, root token and secret key, as one deployment does."""
+    first = start_server(db_url, tmp_path / "a", name="A")
+    try:
+        second = start_server(db_url, tmp_path / "b", name="B", access_token=first.access_token)
+    except BaseException:
+        first.stop()
+        raise
+    yield first, second
+    second.stop()
+    first.stop()

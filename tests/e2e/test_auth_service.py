@@ -8,16 +8,15 @@ see each other's changes within seconds.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
 import taskcluster
 from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
-from tests.e2e.conftest import Server, start_server
+from tests.e2e.conftest import Server
 from tests.e2e.helpers import WORKER, create, definition, iso, now, refused, slug, task_queue_id, wait_for
 
 
@@ -146,20 +145,6 @@ def test_roles_and_clients_are_listed(auth: taskcluster.Auth) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # Two processes on one PostgreSQL
-
-
-@pytest.fixture
-def two_servers(db_url: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Processes A and B sharing one database, root token and secret key, as one deployment does."""
-    first = start_server(db_url, tmp_path / "a", name="A")
-    try:
-        second = start_server(db_url, tmp_path / "b", name="B", access_token=first.access_token)
-    except BaseException:
-        first.stop()
-        raise
-    yield first, second
-    second.stop()
-    first.stop()
 
 
 def created_or_none(queue: taskcluster.Queue, task_queue: str) -> str | None:

@@ -5,30 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import CLAIM_WORK_TIMEOUT, Server, start_server
+from tests.e2e.conftest import CLAIM_WORK_TIMEOUT, Server
 from tests.e2e.helpers import WORKER, create, task_queue_id
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("db_url", ["postgres"], indirect=True)]
-
-
-@pytest.fixture
-def servers(db_url: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
-    """Processes A and B sharing one database (and one root token, as one deployment does)."""
-    first = start_server(db_url, tmp_path / "a", name="A")
-    try:
-        second = start_server(db_url, tmp_path / "b", name="B", access_token=first.access_token)
-    except BaseException:
-        first.stop()
-        raise
-    yield first, second
-    second.stop()
-    first.stop()
 
 
 class Worker(threading.Thread):
@@ -71,9 +55,9 @@ def claim_while_waiting(server: Server, task_queue: str) -> tuple[threading.Thre
 
 
 def test_worker_waiting_on_one_process_gets_a_task_created_through_the_other(
-    servers: tuple[Server, Server],
+    two_servers: tuple[Server, Server],
 ) -> None:
-    first, second = servers
+    first, second = two_servers
     for waiting, creating in ((first, second), (second, first)):
         task_queue = task_queue_id(f"wake-{waiting.name}")
         thread, outcome = claim_while_waiting(waiting, task_queue)
@@ -91,12 +75,12 @@ def test_worker_waiting_on_one_process_gets_a_task_created_through_the_other(
         )
 
 
-def test_concurrent_claims_on_both_processes_never_share_a_task(servers: tuple[Server, Server]) -> None:
-    first, second = servers
+def test_concurrent_claims_on_both_processes_never_share_a_task(two_servers: tuple[Server, Server]) -> None:
+    first, second = two_servers
     task_queue = task_queue_id("race")
     made = [create((first if n % 2 else second).client(), task_queue) for n in range(20)]
     start = threading.Barrier(6)
-    workers = [Worker(server, task_queue, f"w{n}", start) for server in servers for n in range(3)]
+    workers = [Worker(server, task_queue, f"w{n}", start) for server in two_servers for n in range(3)]
     for worker in workers:
         worker.start()
 
