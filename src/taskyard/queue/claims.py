@@ -35,15 +35,18 @@ def credentials(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str],
 
 
 def _claim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
-    run = rec.runs[run_id]
+    """What claimWork and claimTask answer: the reclaim answer plus the task definition."""
+    return {**_reclaim_body(q, rec, run_id, worker), "task": service.definition_of(rec)}
+
+
+def _reclaim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
     taken_until = rec.taken_until or q.clock()
     return {
         "status": rec.status(),
         "runId": run_id,
         "workerGroup": worker[0],
         "workerId": worker[1],
-        "takenUntil": run["takenUntil"],
-        "task": service.definition_of(rec),
+        "takenUntil": rec.runs[run_id]["takenUntil"],
         "credentials": credentials(q, rec, run_id, worker, taken_until),
     }
 
@@ -157,9 +160,7 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> dict[str, Any]:
     rec = (await service.transition(q, task_id, step)).record
     run = rec.runs[run_id]
     worker = (run["workerGroup"], run["workerId"])
-    body = _claim_body(q, rec, run_id, worker)
-    del body["task"]
-    return body
+    return _reclaim_body(q, rec, run_id, worker)
 
 
 async def report(q: Queue, task_id: str, run_id: int, state: str, reason: str) -> dict[str, Any]:
