@@ -20,6 +20,8 @@ class QueueConfig:
     resolver_interval: float = 1.0
     expiry_interval: float = 600.0
     max_body_bytes: int = 10 * 1024 * 1024
+    # A run's live log is refused (413) past this many bytes of UTF-8.
+    max_live_log_bytes: int = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,23 @@ class ServerConfig:
     @property
     def db_url(self) -> str:
         return self.db or f"sqlite:///{self.data_dir}/taskyard.sqlite3"
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """Who a worker is, what it claims and how it runs tasks; times in seconds."""
+
+    root_url: str
+    client_id: str
+    access_token: str = field(repr=False)
+    certificate: str = field(default="", repr=False)
+    task_queue_id: str = "local/default"
+    worker_group: str = "local"
+    worker_id: str = "worker"
+    capacity: int = 1
+    work_dir: str = "./work"
+    max_run_time_limit: int = 86400
+    # How often a running task's status is checked, so a cancellation stops it within seconds.
+    status_interval: float = 2.0
+    # How often new log lines are sent to the server for the live log.
+    live_log_interval: float = 1.0

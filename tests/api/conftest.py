@@ -27,8 +27,9 @@ from taskyard.api.routing import Route
 from taskyard.auth import static
 from taskyard.auth.service import Auth
 from taskyard.model import dates, slugid
+from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
-from tests.conftest import ROOT_TOKEN, FakeClock
+from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock
 
 BASE = "http://testserver"
 PREFIX = "/api/queue/v1"
@@ -209,6 +210,7 @@ def valid_body(route_name: str, now: int) -> Any:
             "contentType": "text/plain",
         },
         "finishArtifact": {"uploadId": GOOD_PARAMS["taskId"]},
+        "appendLiveLog": {"offset": 0, "data": "a line of log\n"},
         "quarantineWorker": {"quarantineUntil": dates.to_iso(now + dates.HOUR)},
         "declareWorker": {"expires": dates.to_iso(now + dates.DAY)},
     }
@@ -253,6 +255,7 @@ def services(queue: Queue, auth: Auth) -> Services:
         static.QUEUE_CLIENT_ID,
         static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID),
     )
+    livelogs.configure(queue, root_url=BASE, secret_key=SECRET_KEY)  # as `serve.running` does
     return Services(queue=queue, auth=auth)
 
 

@@ -13,13 +13,13 @@ from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, blobs, livelog_v1, queue_v1
 from taskyard.api.errors import error_body
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk, static
@@ -70,11 +70,14 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise InputTooLarge(f"the request body is {declared} bytes; at most {limit} are accepted")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise InputTooLarge(f"the request body is larger than {limit} bytes, the most accepted")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise InputTooLarge(f"the request body is larger than {limit} bytes, the most accepted")
+            chunks.append(chunk)
+    except ClientDisconnect:  # nobody will read the answer; it is no incident either
+        raise MalformedPayload("the client hung up before sending the whole body") from None
     return b"".join(chunks)
 
 
@@ -270,7 +273,7 @@ def routes_for(
 
 def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`."""
-    routes = blobs.routes(services)
+    routes = blobs.routes(services) + livelog_v1.routes(services)
     routes += routes_for("/api/queue/v1", queue_v1.ROUTES + artifacts_v1.ROUTES, services)
     routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
     app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)

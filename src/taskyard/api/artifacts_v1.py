@@ -13,7 +13,7 @@ from taskyard.model import artifacts as rules
 from taskyard.model import paging, schema
 from taskyard.model.artifacts import Artifact
 from taskyard.model.errors import InvalidRequestArguments
-from taskyard.queue import artifacts
+from taskyard.queue import artifacts, livelogs
 
 STORAGE_HEADER = "x-taskcluster-artifact-storage-type"
 GET_SCOPES = {"AllOf": [{"for": "n", "in": "names", "each": "queue:get-artifact:<n>"}]}
@@ -38,6 +38,11 @@ async def create_artifact(call: Call) -> Any:
 async def finish_artifact(call: Call) -> Any:
     await artifacts.finish_artifact(_q(call), call.params["taskId"], run_id(call), _name(call))
     return Reply(204)
+
+
+async def append_live_log(call: Call) -> Any:
+    """A taskyard extension: the worker's live log, streamed by the URL it answers (livelog_v1)."""
+    return await livelogs.append(_q(call), call.params["taskId"], run_id(call), _name(call), call.body)
 
 
 async def _follow(call: Call, run: int | None) -> Artifact:
@@ -101,6 +106,15 @@ NAME = "{name:path}"
 ROUTES = [
     Route("POST", f"{RUN}/artifacts/{NAME}", "createArtifact", create_artifact, CREATE_SCOPES, rules.REQUEST),
     Route("PUT", f"{RUN}/artifacts/{NAME}", "finishArtifact", finish_artifact, CREATE_SCOPES, FINISH),
+    Route(
+        "POST",
+        f"{RUN}/live-log/{NAME}",
+        "appendLiveLog",
+        append_live_log,
+        CREATE_SCOPES,
+        livelogs.APPEND_REQUEST,
+        "experimental",
+    ),
     Route("GET", f"{RUN}/artifacts/{NAME}", "getArtifact", get_artifact, GET_SCOPES),
     Route("GET", f"{LATEST}/artifacts/{NAME}", "getLatestArtifact", get_latest_artifact, GET_SCOPES),
     Route(

@@ -8,10 +8,8 @@ both exist and no name can reach outside the directory.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import hashlib
-import hmac
 import json
 import os
 from collections.abc import AsyncIterator
@@ -19,10 +17,12 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from taskyard.artifacts.port import BadSignature, StoredBlob
+from taskyard.model import signed_urls
 from taskyard.model.errors import InputTooLarge, ResourceNotFound
 from taskyard.model.types import Clock
 
 BLOB_PREFIX = "/api/queue/v1/_blobs/"
+URL_PURPOSE = "taskyard-blobs"
 
 
 class LocalStore:
@@ -33,17 +33,13 @@ class LocalStore:
     ) -> None:
         self.directory = Path(directory)
         self.base = root_url.rstrip("/") + BLOB_PREFIX
-        self._key = hashlib.sha256(b"taskyard-blobs\0" + secret_key.encode()).digest()
+        self._signer = signed_urls.Signer(secret_key, URL_PURPOSE)
         self.max_bytes = max_bytes
         self._clock = clock
 
-    def _sign(self, method: str, key: str, expires: int, content_type: str) -> str:
-        message = "\n".join((method, key, str(expires), content_type)).encode()
-        mac = hmac.new(self._key, message, hashlib.sha256).digest()
-        return base64.urlsafe_b64encode(mac).decode().rstrip("=")
-
     def _url(self, method: str, key: str, expires: int, content_type: str) -> str:
-        query = urlencode({"e": expires, "s": self._sign(method, key, expires, content_type)})
+        signature = self._signer.sign((method, key, str(expires), content_type))
+        query = urlencode({"e": expires, "s": signature})
         return self.base + quote(key, safe="/") + "?" + query
 
     def put_url(self, key: str, content_type: str, expires: int) -> str:
@@ -53,16 +49,13 @@ class LocalStore:
         return self._url("GET", key, expires, "")
 
     def verify(self, method: str, key: str, query: dict[str, str], content_type: str) -> None:
-        expires, signature = query.get("e", ""), query.get("s", "")
-        if not expires.isdigit() or len(expires) > 16:
-            raise BadSignature("the blob URL has no valid expiry (e)")
-        wanted = self._sign(method, key, int(expires), content_type if method == "PUT" else "")
-        if not hmac.compare_digest(wanted.encode(), signature.encode()):
+        expires = signed_urls.expiry(query, "blob URL")
+        parts = (method, key, str(expires), content_type if method == "PUT" else "")
+        if not self._signer.matches(parts, query.get("s", "")):
             raise BadSignature(
                 "the blob URL's signature does not match (for PUT, send the Content-Type given)"
             )
-        if int(expires) < self._clock():
-            raise BadSignature("the blob URL has expired; ask the queue for a new one")
+        signed_urls.check_unexpired(expires, self._clock(), "blob URL")
 
     def _path(self, key: str) -> Path:
         task_id, run_id, name = key.split("/", 2)

@@ -11,11 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from taskyard.model.errors import InsufficientScopes
+from taskyard.model.signed_urls import BadSignature
 
-
-class BadSignature(InsufficientScopes):
-    """The blob URL's signature is wrong or has expired."""
+__all__ = ["BadSignature", "BlobStore", "ServedStore", "StoredBlob"]
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,13 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         default=1024**3,
         type=int,
     )
+    add(
+        parser,
+        "--max-live-log-bytes",
+        help="largest live log a run may append (more gets 413)",
+        default=QueueConfig.max_live_log_bytes,
+        type=int,
+    )
 
 
 def root_access_token(data_dir: str, environ: Mapping[str, str]) -> str:
@@ -134,6 +141,8 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError("port", values["port"], "must be between 1 and 65535")
     if values["max_artifact_bytes"] < 1:
         raise ConfigError("max-artifact-bytes", values["max_artifact_bytes"], "must be at least 1")
+    if values["max_live_log_bytes"] < 1:
+        raise ConfigError("max-live-log-bytes", values["max_live_log_bytes"], "must be at least 1")
     if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
         raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
@@ -141,6 +150,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         claim_work_timeout=values["claim_work_timeout"],
         deadline_delay=values["deadline_delay"],
         resolver_interval=values["resolver_interval"],
+        max_live_log_bytes=values["max_live_log_bytes"],
     )
     return ServerConfig(
         host=values["host"],

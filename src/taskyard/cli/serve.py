@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from types import FrameType
 
 import uvicorn
 from starlette.applications import Starlette
@@ -15,11 +17,11 @@ from taskyard.api.app import Services, build_app
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
-from taskyard.config import ServerConfig
+from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.events import open_bus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import EventBus
-from taskyard.queue import resolvers
+from taskyard.queue import livelogs, resolvers
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 
@@ -60,6 +62,7 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
     bus = open_bus(config.events)
     queue = Queue(storage, config.queue)
     queue.blobs = blobs
+    livelogs.configure(queue, root_url=config.root_url, secret_key=config.secret_key)
     queue.credentials_issuer = (
         static.QUEUE_CLIENT_ID,
         static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
@@ -101,26 +104,89 @@ def application(config: ServerConfig, started: asyncio.Event | None = None) -> S
                 started.set()
             yield
 
-    return build_app(services, lifespan=lifespan)
+    app = build_app(services, lifespan=lifespan)
+    app.state.services = services  # for _Server.shutdown
+    return app
 
 
-async def serve(config: ServerConfig, *, banner: str | None = None) -> None:
-    """Serve the API until interrupted."""
+class _Server(uvicorn.Server):
+    """uvicorn's server, but the first SIGINT or SIGTERM stops the local worker before the API: its
+    running tasks are resolved worker-shutdown (so they run again) while the API can still hear it."""
+
+    before_exit: Callable[[], Awaitable[None]] | None = None
+    _stopping = False
+    _loop: asyncio.AbstractEventLoop
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.before_exit is None or self._stopping:
+            super().handle_exit(sig, frame)
+            return
+        self._stopping = True
+        loop = self._loop
+
+        async def stop() -> None:
+            try:
+                assert self.before_exit is not None
+                await self.before_exit()
+            finally:
+                self.should_exit = True
+
+        loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End live-log streams first: uvicorn waits for every open response before it stops, and
+        a follower's would otherwise stay open for as long as its task runs."""
+        app = self.config.app
+        queue = app.state.services.queue if isinstance(app, Starlette) else None
+        if queue is not None:
+            queue.live_log_followers.close()
+        await super().shutdown(sockets)
+
+
+async def serve(
+    config: ServerConfig, *, banner: str | None = None, worker: WorkerConfig | None = None
+) -> None:
+    """Serve the API until interrupted; with `worker`, run that worker in this process too."""
     app = application(config)
-    server = uvicorn.Server(
+    server = _Server(
         uvicorn.Config(
             app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on"
         )
     )
+    server._loop = asyncio.get_running_loop()
 
-    async def announce() -> None:
+    async def start() -> None:
         while not server.started:  # print only once the port is really ours
             await asyncio.sleep(0.05)
-        print(banner, flush=True)
+        if banner:
+            print(banner, flush=True)
+        if worker is not None:
+            await _run_local_worker(server, worker)
 
-    announcing = asyncio.create_task(announce()) if banner else None
+    starting = asyncio.create_task(start())
     try:
         await server.serve()
     finally:
-        if announcing is not None:
-            announcing.cancel()
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await starting
+
+
+async def _run_local_worker(server: _Server, config: WorkerConfig) -> None:
+    from taskyard.worker.worker import Worker
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    local = Worker(config)
+    done = asyncio.Event()
+
+    async def stop() -> None:
+        local.shut_down()
+        await done.wait()
+
+    server.before_exit = stop
+    try:
+        await local.run()
+    except Exception:
+        log.exception("the local worker stopped")
+    finally:
+        done.set()

@@ -20,7 +20,7 @@ from taskyard.model.messages import task_message
 from taskyard.model.types import JSONObject
 from taskyard.queue import service
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Row, Session
+from taskyard.storage.port import Row, Session, Tx
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
@@ -52,28 +52,39 @@ async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: 
     artifacts.check_name(name)
     new = artifacts.from_request(task_id, run_id, name, body, q.clock())
     async with q.storage.transaction() as tx:
-        row = await tx.fetchrow("get_task_for_update", task_id)
-        if row is None:
-            raise InputError(f"task {task_id} does not exist")
-        rec = service.record_from_row(row)
-        run = rec.runs[run_id] if run_id < len(rec.runs) else None
-        artifacts.check_run_accepts(run, q.clock())
-        assert run is not None
-        artifacts.check_expires(new, rec.expires)
-        old = await tx.fetchrow("get_artifact", task_id, run_id, name)
-        stored = new if old is None else artifacts.recreate(_from_row(old), new)
-        await tx.execute(
-            "put_artifact", task_id, run_id, name, stored.storage_type, stored.content_type,
-            stored.expires, service.dumps(stored.details), True,
-        )  # fmt: skip
-        if stored.storage_type != "s3":  # s3 uploads happen later, elsewhere: TaskCluster announces none
-            worker = (run["workerGroup"], run["workerId"])
-            extra = {"artifact": _announced(stored)}
-            message = task_message(
-                "artifact-created", rec.status(), rec.definition, run_id=run_id, worker=worker, extra=extra
-            )
-            await service.publish_tx(q, tx, [message])
+        stored = await create_artifact_tx(q, tx, new)
     return _created(q, stored)
+
+
+async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
+    """Store `new` in `tx` (locking the task row), announcing it; answer what was stored.
+
+    Runs inside the caller's transaction so another change (a live log's first append) and its
+    artifact commit together or not at all.
+    """
+    task_id, run_id = new.task_id, new.run_id
+    row = await tx.fetchrow("get_task_for_update", task_id)
+    if row is None:
+        raise InputError(f"task {task_id} does not exist")
+    rec = service.record_from_row(row)
+    run = rec.runs[run_id] if run_id < len(rec.runs) else None
+    artifacts.check_run_accepts(run, q.clock())
+    assert run is not None
+    artifacts.check_expires(new, rec.expires)
+    old = await tx.fetchrow("get_artifact", task_id, run_id, new.name)
+    stored = new if old is None else artifacts.recreate(_from_row(old), new)
+    await tx.execute(
+        "put_artifact", task_id, run_id, new.name, stored.storage_type, stored.content_type,
+        stored.expires, service.dumps(stored.details), True,
+    )  # fmt: skip
+    if stored.storage_type != "s3":  # s3 uploads happen later, elsewhere: TaskCluster announces none
+        worker = (run["workerGroup"], run["workerId"])
+        extra = {"artifact": _announced(stored)}
+        message = task_message(
+            "artifact-created", rec.status(), rec.definition, run_id=run_id, worker=worker, extra=extra
+        )
+        await service.publish_tx(q, tx, [message])
+    return stored
 
 
 def _announced(a: Artifact) -> JSONObject:

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from taskyard.model import runs
 from taskyard.model.errors import ResourceNotFound, TaskyardError
 from taskyard.model.runs import Change, TaskRecord
-from taskyard.queue import artifacts, groups, service
+from taskyard.queue import artifacts, groups, livelogs, service
 from taskyard.queue.service import Queue
 
 log = logging.getLogger(__name__)
@@ -90,10 +90,12 @@ def _schedule_unblocked(q: Queue, rec: TaskRecord) -> Change:
 
 
 async def sweep_expired(q: Queue) -> int:
-    """Delete expired artifacts (and their blobs), tasks, edges, groups, task queues and workers."""
+    """Delete expired artifacts (and their blobs), live logs, tasks, edges, groups, queues, workers."""
     cutoff = q.clock() - EXPIRY_GRACE_MS
     total = 0
     while swept := await artifacts.sweep_expired(q):
+        total += swept
+    while swept := await livelogs.sweep_expired(q):
         total += swept
     async with q.storage.transaction() as tx:
         for name in (

@@ -21,12 +21,14 @@ from taskyard.events import outbox
 from taskyard.model import dates, runs, task_definition
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.runs import Change, TaskRecord
+from taskyard.model.signed_urls import Signer
 from taskyard.model.types import Clock
-from taskyard.queue.signals import PendingSignals
+from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
+LIVE_LOG_CHANNEL = "live_log"  # payload `<taskId>/<runId>`: that run's live log grew or closed
 RACE_RETRIES = 8
 
 
@@ -49,10 +51,16 @@ class Queue:
         self.credentials_issuer: tuple[str, str] = ("", "")
         # Where s3-type artifacts' bytes go; None: the deployment refuses s3 artifacts.
         self.blobs: BlobStore | None = None
+        # Live logs: who follows which run's log, and what signs the stream URLs (under root_url);
+        # set by `livelogs.configure`. Without a signer, live logs are refused.
+        self.live_log_followers = Followers()
+        self.live_log_signer: Signer | None = None
+        self.root_url = ""
 
     async def start(self) -> None:
-        """Listen for pending-task notifications from other processes."""
+        """Listen for pending-task and live-log notifications from other processes."""
         await self.storage.listen(PENDING_CHANNEL, self.signals.notify)
+        await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
 
 
 def dumps(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""Wake-ups for claimWork: a waiting worker learns at once that its task queue has work.
+"""Wake-ups for claimWork (a waiting worker learns at once that its task queue has work) and for
+live-log followers (a new chunk was appended).
 
 A commit that makes a run pending calls `notify(task_queue_id)` (in this process directly, in
 others through the database's notifications). Each notification wakes one waiter. A waiter
@@ -8,7 +9,9 @@ that leaves without using a wake-up it received passes it on, so none is lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -66,3 +69,43 @@ class PendingSignals:
 
     def waiting(self, task_queue_id: str) -> int:
         return sum(1 for f in self._waiters.get(task_queue_id, ()) if not f.done())
+
+
+class Followers:
+    """Wake-ups for live-log followers: every follower of a run wakes on each append to its log.
+
+    Unlike claimWork's wake-ups, one is not handed to a single waiter: every follower streams the
+    new chunk. A follower registers before it reads, so an append in between is not missed.
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[str, set[asyncio.Event]] = {}
+        self.closed = False
+
+    @contextlib.contextmanager
+    def watch(self, key: str) -> Iterator[asyncio.Event]:
+        """An event set by each `notify(key)` while the block runs."""
+        event = asyncio.Event()
+        self._events.setdefault(key, set()).add(event)
+        try:
+            yield event
+        finally:
+            watching = self._events.get(key, set())
+            watching.discard(event)
+            if not watching:
+                self._events.pop(key, None)
+
+    def notify(self, key: str) -> None:
+        """Wake every follower of `key`."""
+        for event in self._events.get(key, ()):
+            event.set()
+
+    def watching(self, key: str) -> int:
+        return len(self._events.get(key, ()))
+
+    def close(self) -> None:
+        """The server is stopping: wake every follower, to send what is stored and end."""
+        self.closed = True
+        for events in self._events.values():
+            for event in events:
+                event.set()

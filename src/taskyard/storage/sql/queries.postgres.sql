@@ -69,3 +69,7 @@ DELETE FROM task_resolutions WHERE id = ANY($1::bigint[])
 SELECT * FROM artifacts
  WHERE task_id = $1 AND run_id = $2 AND name COLLATE "C" > $3
  ORDER BY name COLLATE "C" LIMIT $4
+
+-- name: get_live_log_for_update
+-- Racing appends to one live log take turns: the loser sees the winner's length.
+SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE

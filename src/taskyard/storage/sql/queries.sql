@@ -238,3 +238,44 @@ SELECT task_id, run_id, name, storage_type FROM artifacts WHERE expires < $1 LIM
 
 -- name: delete_artifact
 DELETE FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
+
+
+-- ---------------------------------------------------------------------------------------------
+-- Live logs: a head row per run and its text in chunks, each keyed by its first byte's offset.
+
+-- name: get_live_log
+SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
+
+-- name: insert_live_log
+-- Racing first appends: one inserts, the others insert nothing and then read (and lock) its row.
+INSERT INTO live_logs (task_id, run_id, name, length, closed, expires) VALUES ($1, $2, $3, 0, FALSE, $4)
+ON CONFLICT (task_id, run_id) DO NOTHING
+
+-- name: update_live_log
+UPDATE live_logs SET length = $3, closed = $4 WHERE task_id = $1 AND run_id = $2
+
+-- name: insert_live_log_chunk
+INSERT INTO live_log_chunks (task_id, run_id, byte_offset, data) VALUES ($1, $2, $3, $4)
+
+-- name: live_log_chunks
+SELECT byte_offset, data FROM live_log_chunks
+ WHERE task_id = $1 AND run_id = $2 AND byte_offset >= $3
+ ORDER BY byte_offset LIMIT $4
+
+-- name: live_log_state
+-- What tells a follower to stop: the log closed, or its run no longer running (the task's runs).
+SELECT l.closed, t.runs FROM live_logs l LEFT JOIN tasks t ON t.task_id = l.task_id
+ WHERE l.task_id = $1 AND l.run_id = $2
+
+-- name: expired_live_logs
+SELECT task_id, run_id FROM live_logs WHERE expires < $1 ORDER BY expires LIMIT $2
+
+-- name: delete_live_log_chunks
+-- At most $3 chunks at a time, so sweeping a long log never makes one huge transaction.
+DELETE FROM live_log_chunks
+ WHERE task_id = $1 AND run_id = $2
+   AND byte_offset IN (SELECT byte_offset FROM live_log_chunks
+                        WHERE task_id = $1 AND run_id = $2 ORDER BY byte_offset LIMIT $3)
+
+-- name: delete_live_log
+DELETE FROM live_logs WHERE task_id = $1 AND run_id = $2

@@ -55,3 +55,6 @@ DELETE FROM task_resolutions WHERE id IN (SELECT value FROM json_each($1))
 -- name: list_artifacts
 -- Names compare by bytes in both dialects (PostgreSQL's says COLLATE "C").
 SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER BY name LIMIT $4
+
+-- name: get_live_log_for_update
+SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2

@@ -1,0 +1,87 @@
+"""The live-log stream: `GET /api/queue/v1/_livelog/<taskId>/<runId>?e=<expires>&s=<signature>`.
+
+Not a TaskCluster API call: like the local blob store's URLs, the URL's HMAC signature is the
+credential, so whoever followed the live-log artifact's 303 (a browser, curl, `taskyard task
+log -f`) needs nothing more. `follow=0` answers what is stored and ends; otherwise the stream
+stays open, sending each chunk as it is appended, until the log is closed or its run resolved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route as StarletteRoute
+from starlette.types import Receive, Scope, Send
+
+from taskyard.api.errors import error_body
+from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.queue import livelogs
+from taskyard.queue.service import Queue
+
+PATH = "/api/queue/v1/_livelog/{taskId}/{runId}"
+HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy may hold chunks back
+
+
+class FollowingResponse(StreamingResponse):
+    """Streams the log, setting `gone` when the client disconnects so the follower stops waiting.
+
+    Under ASGI 2.4 servers (uvicorn), Starlette's own streaming notices a disconnect only when a
+    send fails, and an idle follower sends nothing; cancelling the stream instead, as it does
+    under older servers, could interrupt it in the middle of a query.
+    """
+
+    def __init__(self, queue: Queue, task_id: str, run_id: int, *, keep_following: bool) -> None:
+        self.gone = asyncio.Event()
+        self._chunks = livelogs.follow(queue, task_id, run_id, keep_following=keep_following, gone=self.gone)
+        super().__init__(self._chunks, headers=HEADERS, media_type=livelogs.CONTENT_TYPE)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watcher = asyncio.create_task(_watch_disconnect(receive, self.gone))
+        try:
+            await self.stream_response(send)
+        except OSError:
+            pass  # the client went away while we sent (ASGI 2.4 servers say so this way)
+        finally:
+            watcher.cancel()
+            await self._chunks.aclose()
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
+
+
+def _queue(services: Any) -> Queue:
+    if services.queue is None:
+        raise ResourceNotFound("this server has no queue")
+    queue: Queue = services.queue
+    return queue
+
+
+async def _get(services: Any, request: Request) -> Response:
+    queue = _queue(services)
+    task_id, run = request.path_params["taskId"], request.path_params["runId"]
+    query = dict(request.query_params)
+    livelogs.verify_url(queue, task_id, run, query)  # a signed URL names a real task and run
+    run_id = int(run)
+    await livelogs.check_exists(queue, task_id, run_id)
+    return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0")
+
+
+def routes(services: Any) -> list[StarletteRoute]:
+    """The stream route, answering a `TaskyardError` as TaskCluster's error body."""
+
+    async def handle(request: Request) -> Response:
+        try:
+            return await _get(services, request)
+        except TaskyardError as exc:
+            params = {k: str(v) for k, v in request.path_params.items()}
+            body = error_body(exc, method="liveLog", params=params, payload=None)
+            return Response(orjson.dumps(body), exc.status, media_type="application/json")
+
+    return [StarletteRoute(PATH, handle, methods=["GET"])]
