@@ -17,7 +17,20 @@ ALLOWED = {
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "api": {"model", "storage", "events", "artifacts", "auth", "queue", "config", "__init__"},
-    "cli": {"model", "storage", "events", "artifacts", "auth", "queue", "api", "config", "__init__"},
+    # The worker is a client of the API: it signs requests, and never reaches into the server.
+    "worker": {"model", "auth", "config"},
+    "cli": {
+        "model",
+        "storage",
+        "events",
+        "artifacts",
+        "auth",
+        "queue",
+        "api",
+        "config",
+        "worker",
+        "__init__",
+    },
 }
 DRIVERS = {
     "asyncpg": {"storage"},
@@ -26,6 +39,7 @@ DRIVERS = {
     "aio_pika": {"events"},
     "boto3": {"artifacts"},
     "botocore": {"artifacts"},
+    "httpx": {"worker"},
 }
 
 

@@ -10,7 +10,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 import taskcluster
 
@@ -68,11 +67,12 @@ def test_create_refuses_bad_files(server: Server, cli: Run, tmp_path: Path) -> N
     assert "not valid JSON" in cli("task", "create", str(bad), status=2).stderr
     missing = write(tmp_path / "no-queue.json", {"payload": {}})
     assert cli("task", "create", missing, status=1).stderr.startswith("taskyard: ")
-    assert "PyYAML" in cli("task", "create", "--help").stdout
+    bad_yaml = tmp_path / "bad.yml"
+    bad_yaml.write_text("taskQueueId: [unclosed\n")
+    assert "not valid YAML" in cli("task", "create", str(bad_yaml), status=2).stderr
 
 
-def test_create_from_yaml_when_pyyaml_is_installed(server: Server, cli: Run, tq: str, tmp_path: Path) -> None:
-    pytest.importorskip("yaml")
+def test_create_from_yaml(server: Server, cli: Run, tq: str, tmp_path: Path) -> None:
     path = tmp_path / "from-yaml.yml"
     path.write_text(
         f"taskQueueId: {tq}\npayload:\n  command: [echo, hi]\nmetadata:\n  owner: me@example.com\n"

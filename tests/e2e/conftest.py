@@ -66,6 +66,7 @@ class Server:
     secret_key: str = ""  # TASKYARD_SECRET_KEY; derived from the root token when empty
     port: int = field(default_factory=free_port)
     extra_args: list[str] = field(default_factory=list)  # more `taskyard serve` flags
+    command: str = "serve"  # or "up": the same server with a local worker
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -104,7 +105,7 @@ class Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             str(TASKYARD),
-            "serve",
+            self.command,
             "--port",
             str(self.port),
             "--data-dir",
@@ -192,6 +193,7 @@ def start_server(
     resolver_interval: float = RESOLVER_INTERVAL,
     deadline_delay: float = 0.0,
     extra_args: list[str] | None = None,
+    command: str = "serve",
 ) -> Server:
     return Server(
         name=name,
@@ -203,6 +205,7 @@ def start_server(
         resolver_interval=resolver_interval,
         deadline_delay=deadline_delay,
         extra_args=extra_args or [],
+        command=command,
     ).start()
 
 

@@ -67,12 +67,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     expand.set_defaults(handler=expand_scopes)
 
 
-def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """The four connection flags; each defaults to its TASKCLUSTER_* variable."""
     for flag, variable, help in CONNECTION:
-        common.add_argument(
+        parser.add_argument(
             flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
         )
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    add_connection_options(common)
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
     return common
 

@@ -8,13 +8,16 @@ import logging
 import os
 import sys
 from collections.abc import Coroutine, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
 from taskyard.cli import admin, options, tasks
-from taskyard.config import ServerConfig
+from taskyard.cli import worker as worker_cli
+from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.model.errors import ConfigError, TaskyardError
+
+T = TypeVar("T")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,12 +28,18 @@ def parser() -> argparse.ArgumentParser:
     options.add_server_options(serve)
     up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
     options.add_server_options(up)
+    worker_cli.add_worker_options(up, capacity=worker_cli.cores())
+    worker_cli.add_command(commands)
     admin.add_commands(commands)
     tasks.add_commands(commands)
     return top
 
 
-def banner(config: ServerConfig) -> str:
+def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
+    running = []
+    if worker is not None:
+        where = f"task queue {worker.task_queue_id}, capacity {worker.capacity}, in {worker.work_dir}"
+        running.append(f"  local worker:  {where}")
     return "\n".join(
         [
             f"taskyard {__version__} is serving the queue",
@@ -38,6 +47,7 @@ def banner(config: ServerConfig) -> str:
             f"  queue API:     {config.root_url}/api/queue/v1/",
             f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  database:      {config.db_url}",
+            *running,
             "  root credentials (use them with any TaskCluster client):",
             f"    export TASKCLUSTER_ROOT_URL={config.root_url}",
             f"    export TASKCLUSTER_CLIENT_ID={static.ROOT_CLIENT_ID}",
@@ -47,15 +57,14 @@ def banner(config: ServerConfig) -> str:
     )
 
 
-def run(main: Coroutine[Any, Any, None]) -> None:
+def run(main: Coroutine[Any, Any, T]) -> T:
     """Run on uvloop where it is installed (it is a dependency), else on asyncio's own loop."""
     try:
         import uvloop
     except ImportError:
-        asyncio.run(main)
-        return
+        return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        runner.run(main)
+        return runner.run(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,10 +76,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config = options.server_config(options.resolve(args, os.environ), os.environ)
+        if args.command == "worker":
+            return run(worker_cli.run_worker(worker_cli.worker_config(args, os.environ)))
+        values = options.resolve(args, os.environ)
+        config = options.server_config(values, os.environ)
         from taskyard.cli.serve import serve
 
-        run(serve(config, banner=banner(config)))
+        local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
+        run(serve(config, banner=banner(config, local_worker), worker=local_worker))
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2

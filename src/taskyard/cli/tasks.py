@@ -9,18 +9,19 @@ an error artifact, or a group that did not all complete), 2 bad usage or configu
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
-import shutil
 import sys
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+
+import yaml
 
 from taskyard.cli import admin, http
 from taskyard.model import dates, slugid
@@ -60,11 +61,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create = actions.add_parser(
         "create",
         parents=[common],
-        help="create a task from a JSON file (YAML needs PyYAML installed)",
-        description="Create a task from FILE: JSON, or YAML (.yaml/.yml) if PyYAML is installed. "
+        help="create a task from a YAML or JSON file",
+        description="Create a task from FILE: YAML (.yaml/.yml) or JSON. "
         "taskId, created, deadline (now + 1 day) and missing metadata are filled in.",
     )
-    create.add_argument("file", metavar="FILE", help="the task definition (JSON; YAML needs PyYAML)")
+    create.add_argument("file", metavar="FILE", help="the task definition (YAML or JSON)")
     create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
     create.set_defaults(handler=create_task)
     for name, handler, help in (
@@ -83,6 +84,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     fetch.add_argument("name", metavar="NAME")
     fetch.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     fetch.set_defaults(handler=get_artifact)
+    from taskyard.cli import logs  # it builds on this module's helpers
+
+    logs.add_command(actions, common)
 
     group = commands.add_parser("group", help="follow task groups")
     group_actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -110,17 +114,13 @@ def _slugid(text: str) -> str:
 
 
 def read_definition(path: str) -> dict[str, Any]:
-    """The task in `path`: JSON, or YAML by its suffix when PyYAML is installed; ConfigError if unusable."""
+    """The task in `path`: YAML by its suffix, else JSON; ConfigError if unusable."""
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError("FILE", path, f"cannot be read: {exc}") from None
     if file.suffix.lower() in (".yaml", ".yml"):
-        try:
-            yaml = importlib.import_module("yaml")
-        except ImportError:
-            raise ConfigError("FILE", path, "is YAML, which needs PyYAML: install it or use JSON") from None
         try:
             body = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -251,13 +251,26 @@ def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Resul
     with _open(urllib.request.Request(location), connection.timeout) as response:
         if args.output:
             with open(args.output, "wb") as target:
-                shutil.copyfileobj(response, target, CHUNK)
+                copy_content(response, target)
             size = Path(args.output).stat().st_size
             return Result({"name": args.name, "file": args.output, "bytes": size}, "")
         sys.stdout.flush()
-        shutil.copyfileobj(response, sys.stdout.buffer, CHUNK)
-        sys.stdout.buffer.flush()
+        copy_content(response, sys.stdout.buffer)
     return Result(None, "")
+
+
+def copy_content(response: Any, out: IO[bytes]) -> None:
+    """Copy as bytes arrive (read1: a live log must not wait for a full buffer), un-gzipping what
+    was stored with `Content-Encoding: gzip`, as a browser would."""
+    encoding = response.headers.get("Content-Encoding", "")
+    inflate = zlib.decompressobj(wbits=31) if encoding.lower() == "gzip" else None
+    read = getattr(response, "read1", response.read)
+    while chunk := read(CHUNK):
+        out.write(inflate.decompress(chunk) if inflate else chunk)
+        out.flush()
+    if inflate is not None:
+        out.write(inflate.flush())
+        out.flush()
 
 
 def _location(request: urllib.request.Request, timeout: float, name: str) -> str:
@@ -279,7 +292,7 @@ def _location(request: urllib.request.Request, timeout: float, name: str) -> str
                 raise http.refused(exc.code, exc.reason, raw) from None
 
 
-def _open(request: urllib.request.Request, timeout: float) -> IO[bytes]:
+def _open(request: urllib.request.Request, timeout: float | None) -> IO[bytes]:
     with http.translated(request):
         response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)
     return response

@@ -1,0 +1,97 @@
+"""`taskyard task log ID [-f]`: print a task's log; with -f, follow it live until the task resolves.
+
+The log is the artifact `public/logs/live.log` of the task's latest run. While the run is running
+it leads to the server's live stream of the log; once the worker is done it is a link to the
+uploaded backing log. Either way the bytes come from the server, never from the worker's machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import urllib.request
+from typing import Any
+
+from taskyard.cli import http
+from taskyard.cli.tasks import UNRESOLVED, Result, _location, _open, _status_of, copy_content
+
+LIVE_LOG = "public/logs/live.log"
+LIVE_STREAM = "/api/queue/v1/_livelog/"
+WAIT = 1.0  # seconds between looks for a run or its log to appear
+
+
+def add_command(actions: Any, common: argparse.ArgumentParser) -> None:
+    log = actions.add_parser(
+        "log",
+        parents=[common],
+        help="print a task's log (-f: follow it until the task resolves)",
+        description="Print the log of the task's latest run. With -f, wait for the task to start, "
+        "follow its log live, and exit 0 if the task completed, 1 otherwise.",
+    )
+    log.add_argument("task_id", metavar="ID")
+    log.add_argument("-f", "--follow", action="store_true", help="follow the log until the task resolves")
+    log.add_argument("--name", default=LIVE_LOG, help=f"the log artifact (default {LIVE_LOG})")
+    log.set_defaults(handler=task_log)
+
+
+def task_log(connection: http.Connection, args: argparse.Namespace) -> Result:
+    """Print the latest run's log; with --follow, every run's until the task resolves."""
+    shown_run = -1
+    while True:
+        status = _status_of(connection, args.task_id, "GET", "/status")
+        runs = status.get("runs") or []
+        if runs and len(runs) - 1 > shown_run and _has_log(connection, args, len(runs) - 1):
+            run_id = len(runs) - 1
+            if shown_run >= 0:
+                print(f"\n--- run {run_id} ---", file=sys.stderr, flush=True)
+            _print_log(connection, args, run_id)
+            shown_run = run_id
+            status = _status_of(connection, args.task_id, "GET", "/status")
+        if not args.follow:
+            if shown_run < 0:
+                raise http.Failed(f"task {args.task_id} has no log yet: it is {status['state']}")
+            return Result(None, "")
+        if status["state"] not in UNRESOLVED:
+            return _ending(status)
+        time.sleep(WAIT)
+
+
+def _ending(status: Any) -> Result:
+    last = (status.get("runs") or [{}])[-1]
+    reason = last.get("reasonResolved")
+    said = f"{status['state']}{f' ({reason})' if reason and reason != status['state'] else ''}"
+    print(f"task {status['taskId']} {said}", file=sys.stderr, flush=True)
+    return Result(status, "", 0 if status["state"] == "completed" else 1)
+
+
+def _artifact_request(
+    connection: http.Connection, args: argparse.Namespace, run_id: int
+) -> urllib.request.Request:
+    name_path = "/".join(http.segment(part) for part in args.name.split("/"))
+    path = f"/task/{http.segment(args.task_id)}/runs/{run_id}/artifacts/{name_path}"
+    url = connection.url("queue", path)
+    request = urllib.request.Request(url, method="GET")
+    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
+    return request
+
+
+def _has_log(connection: http.Connection, args: argparse.Namespace, run_id: int) -> bool:
+    """Whether the run's log artifact exists yet (a run's first seconds are before its log)."""
+    try:
+        _location(_artifact_request(connection, args, run_id), connection.timeout, args.name)
+    except http.Refused as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _print_log(connection: http.Connection, args: argparse.Namespace, run_id: int) -> None:
+    location = _location(_artifact_request(connection, args, run_id), connection.timeout, args.name)
+    if location.startswith(connection.root_url + LIVE_STREAM) and not args.follow:
+        location += "&follow=0"
+    # A followed stream stays open as long as the run: no read timeout then.
+    timeout = None if args.follow else connection.timeout
+    with _open(urllib.request.Request(location), timeout) as response:
+        copy_content(response, sys.stdout.buffer)

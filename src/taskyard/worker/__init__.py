@@ -1,0 +1,1 @@
+"""taskyard worker: claims tasks, runs their commands, uploads logs and artifacts, reports."""

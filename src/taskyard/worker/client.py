@@ -1,0 +1,181 @@
+"""The worker's side of the queue API: Hawk-signed JSON calls over one pooled HTTP client.
+
+Transient failures (no connection, a timeout, a 5xx) are retried with backoff a few times, so a
+restarting server or a busy database costs a task nothing. Any other refusal comes back at once
+as `Refused` with the status, TaskCluster's error code and its message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from taskyard.auth import hawk_client
+
+log = logging.getLogger(__name__)
+JSON_TYPE = "application/json"
+ATTEMPTS = 5
+CLAIM_TIMEOUT = 60.0  # claimWork long-polls about 20 s on the server
+CALL_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """A client's credentials; `repr()` never shows the secrets."""
+
+    client_id: str
+    access_token: str = field(repr=False)
+    certificate: str | None = field(default=None, repr=False)
+
+    @staticmethod
+    def from_claim(value: Any) -> Credentials:
+        cert = value.get("certificate")
+        return Credentials(value["clientId"], value["accessToken"], cert or None)
+
+
+class Refused(Exception):
+    """The server answered with an error status (after retries, for a 5xx)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{status} {code}: {message}" if code else f"{status}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Unreachable(Exception):
+    """No answer from the server after every retry."""
+
+
+def segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class QueueClient:
+    """Calls `<rootUrl>/api/queue/v1/...`; each call names the credentials it is made with."""
+
+    def __init__(self, root_url: str, *, attempts: int = ATTEMPTS) -> None:
+        self.root_url = root_url.rstrip("/")
+        self._attempts = attempts
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
+        self._http = httpx.AsyncClient(timeout=CALL_TIMEOUT, limits=limits)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    def url(self, path: str) -> str:
+        return f"{self.root_url}/api/queue/v1{path}"
+
+    async def call(
+        self, method: str, path: str, creds: Credentials, body: Any = None, *, timeout: float = CALL_TIMEOUT
+    ) -> Any:
+        """One signed call, retried while the failure is transient; answers the decoded JSON body."""
+        url = self.url(path)
+        data = None if body is None else orjson.dumps(body)
+        for attempt in range(self._attempts):
+            headers = {"Accept": JSON_TYPE, "Authorization": _authorization(method, url, data, creds)}
+            if data is not None:
+                headers["Content-Type"] = JSON_TYPE
+            try:
+                response = await self._http.request(
+                    method, url, content=data, headers=headers, timeout=timeout
+                )
+            except httpx.HTTPError as exc:
+                failure: Exception = Unreachable(f"{method} {path}: {type(exc).__name__}: {exc}")
+            else:
+                if response.status_code < 400:
+                    return orjson.loads(response.content) if response.content else None
+                failure = _refused(response)
+                if response.status_code < 500:
+                    raise failure
+            if attempt + 1 < self._attempts:
+                await asyncio.sleep(_backoff(attempt))
+        raise failure
+
+    # The queue's calls ---------------------------------------------------------------------
+
+    async def claim_work(
+        self, task_queue_id: str, worker_group: str, worker_id: str, tasks: int, creds: Credentials
+    ) -> list[Any]:
+        body = {"tasks": tasks, "workerGroup": worker_group, "workerId": worker_id}
+        answer = await self.call("POST", f"/claim-work/{task_queue_id}", creds, body, timeout=CLAIM_TIMEOUT)
+        return list(answer["tasks"])
+
+    async def reclaim(self, task_id: str, run_id: int, creds: Credentials) -> Any:
+        return await self.call("POST", f"/task/{task_id}/runs/{run_id}/reclaim", creds, {})
+
+    async def report(
+        self, task_id: str, run_id: int, state: str, reason: str | None, creds: Credentials
+    ) -> Any:
+        verb = {"completed": "completed", "failed": "failed", "exception": "exception"}[state]
+        body = {"reason": reason} if state == "exception" else {}
+        return await self.call("POST", f"/task/{task_id}/runs/{run_id}/{verb}", creds, body)
+
+    async def statuses(self, task_ids: list[str], creds: Credentials) -> dict[str, Any]:
+        """The status of each task, in one call."""
+        answer = await self.call("POST", "/tasks/status", creds, {"taskIds": task_ids})
+        return {s["taskId"]: s["status"] for s in answer["statuses"]}
+
+    async def create_artifact(
+        self, task_id: str, run_id: int, name: str, body: dict[str, Any], creds: Credentials
+    ) -> Any:
+        return await self.call(
+            "POST", f"/task/{task_id}/runs/{run_id}/artifacts/{segment(name)}", creds, body
+        )
+
+    async def append_live_log(
+        self, task_id: str, run_id: int, name: str, offset: int, data: str, final: bool, creds: Credentials
+    ) -> Any:
+        body = {"offset": offset, "data": data, "final": final}
+        return await self.call("POST", f"/task/{task_id}/runs/{run_id}/live-log/{segment(name)}", creds, body)
+
+    async def upload(
+        self, put_url: str, chunks: AsyncIterator[bytes], size: int, content_type: str, encoding: str
+    ) -> None:
+        """PUT a blob to a signed URL (no Hawk: the URL is the credential). Not retried: the caller
+        can't rewind `chunks`."""
+        headers = {"Content-Type": content_type, "Content-Length": str(size)}
+        if encoding != "identity":
+            headers["Content-Encoding"] = encoding
+        try:
+            response = await self._http.put(put_url, content=chunks, headers=headers, timeout=300.0)
+        except httpx.HTTPError as exc:
+            raise Unreachable(f"upload: {type(exc).__name__}: {exc}") from None
+        if response.status_code >= 300:
+            raise _refused(response)
+
+
+def _authorization(method: str, url: str, data: bytes | None, creds: Credentials) -> str:
+    return hawk_client.sign_header(
+        method,
+        url,
+        data,
+        JSON_TYPE,
+        creds.client_id,
+        creds.access_token,
+        ext=hawk_client.certificate_ext(creds.certificate),
+    )
+
+
+def _refused(response: httpx.Response) -> Refused:
+    try:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return Refused(response.status_code, str(body.get("code", "")), body["message"])
+    text = response.text[:200].strip() or response.reason_phrase
+    return Refused(response.status_code, "", text)
+
+
+def _backoff(attempt: int) -> float:
+    """0.1 s, 0.2 s, 0.4 s ... with jitter, so retries from many tasks don't march in step."""
+    return float(min(5.0, 0.1 * 2**attempt) * (0.5 + random.random()))

@@ -1,0 +1,266 @@
+"""One claimed run, from claim to report: payload, commands, artifacts, log, outcome.
+
+Every call made for the run uses the temporary credentials of its claim, renewed by reclaimTask
+halfway to takenUntil, whatever the claim timeout. If a reclaim fails, or the worker learns the
+task was cancelled, the commands are killed at once and the run is not reported: the queue has
+already settled it. The report always comes last, after the artifacts and the log are uploaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from taskyard.config import WorkerConfig
+from taskyard.model import dates
+from taskyard.worker import payload as payloads
+from taskyard.worker import uploads
+from taskyard.worker.client import Credentials, QueueClient, Refused
+from taskyard.worker.runner import Abort, Result, run_commands
+from taskyard.worker.tasklog import TaskLog
+
+log = logging.getLogger(__name__)
+LOG_TYPE = "text/plain; charset=utf-8"
+CANCELED = "canceled"
+CLAIM_LOST = "claim-lost"
+SHUTDOWN = "worker-shutdown"
+# Variables of the worker's own environment a task must never see.
+_PRIVATE_ENV = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str  # completed | failed | exception
+    reason: str = ""  # the exception's reason
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TaskRun:
+    """Runs one claim; `abort` stops it early (cancelled, claim lost, worker shutting down)."""
+
+    def __init__(self, claim: Any, config: WorkerConfig, client: QueueClient) -> None:
+        self.task_id: str = claim["status"]["taskId"]
+        self.run_id: int = claim["runId"]
+        self.definition: Any = claim["task"]
+        self.creds = Credentials.from_claim(claim["credentials"])
+        self.taken_until = dates.parse_iso(claim["takenUntil"])
+        self.config = config
+        self.client = client
+        self.abort = Abort()
+        self.started = time.monotonic()
+        self.outcome: Outcome | None = None
+        self.command_seconds = 0.0
+        base = Path(config.work_dir)
+        self.name = f"{self.task_id}-{self.run_id}"
+        self.task_dir = base / "tasks" / self.name
+        self.scratch = base / "tmp" / self.name
+        self.log_path = base / "logs" / f"{self.name}.log"
+
+    def __repr__(self) -> str:
+        return f"<TaskRun {self.task_id}/{self.run_id}>"
+
+    # The whole run -------------------------------------------------------------------------
+
+    async def run(self) -> Outcome | None:
+        """Run the task and report it; the outcome reported (None: not ours to report)."""
+        reclaimer = asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self}")
+        try:
+            try:
+                self._make_dirs()
+            except OSError as exc:
+                log.error("%s: cannot prepare the task directory: %s", self, exc)
+                return await self._report(Outcome("exception", "internal-error"), reclaimer)
+            tasklog = TaskLog(self.log_path)
+            outcome = await self._run_logged(tasklog)
+            return await self._report(outcome, reclaimer)
+        except Exception:
+            log.exception("%s: the worker failed running the task", self)
+            return await self._report(Outcome("exception", "internal-error"), reclaimer)
+        finally:
+            reclaimer.cancel()
+            await asyncio.to_thread(self._clean_up)
+
+    def _make_dirs(self) -> None:
+        for d in (self.task_dir, self.scratch, self.log_path.parent):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def _clean_up(self) -> None:
+        for d in (self.task_dir, self.scratch):
+            shutil.rmtree(d, ignore_errors=True)
+        self.log_path.unlink(missing_ok=True)
+
+    async def _run_logged(self, tasklog: TaskLog) -> Outcome | None:
+        """Everything between the claim and the report, written to the task log."""
+        self._log_header(tasklog)
+        spec = self._parse_payload(tasklog)
+        if spec is not None and spec.live_log_enabled:
+            tasklog.stream_to(self._appender(spec.live_log), self.config.live_log_interval)
+        outcome: Outcome | None = Outcome("exception", "malformed-payload") if spec is None else None
+        if spec is not None:
+            outcome = await self._run_commands(spec, tasklog)
+            problem = await self._upload_artifacts(spec, tasklog)
+            if problem is not None and (outcome is None or outcome.state == "completed"):
+                outcome = Outcome(problem.state, "" if problem.state == "failed" else problem.reason)
+        outcome = self._settle(outcome, tasklog)
+        await tasklog.close()
+        problem = await self._upload_log(spec, tasklog)
+        if problem is not None and outcome is not None and outcome.state == "completed":
+            outcome = Outcome("exception", "resource-unavailable")
+        return outcome
+
+    def _log_header(self, tasklog: TaskLog) -> None:
+        c = self.config
+        tasklog.info(
+            f"Worker: {c.worker_group}/{c.worker_id} on task queue {c.task_queue_id}\n"
+            f"Task ID: {self.task_id}\nRun ID: {self.run_id}\n=== Task Starting ==="
+        )
+
+    def _parse_payload(self, tasklog: TaskLog) -> payloads.Payload | None:
+        try:
+            return payloads.parse(
+                self.definition.get("payload"),
+                task_id=self.task_id,
+                deadline=dates.parse_iso(self.definition["deadline"]),
+                expires=dates.parse_iso(self.definition["expires"]),
+                max_run_time_limit=self.config.max_run_time_limit,
+                task_queue_id=self.config.task_queue_id,
+            )
+        except payloads.MalformedPayload as exc:
+            tasklog.raw_lines(exc.lines)
+            return None
+
+    def _settle(self, outcome: Outcome | None, tasklog: TaskLog) -> Outcome | None:
+        """The outcome to report, the log's footer written; None if the run is no longer ours."""
+        if tasklog.write_error is not None and (outcome is None or outcome.state == "completed"):
+            tasklog.error(f"the worker could not write the task log: {tasklog.write_error}")
+            outcome = Outcome("exception", "internal-error")
+        lost = self.abort.reason not in ("", SHUTDOWN)  # cancelled, claim lost: the queue settled it
+        report = None if lost else outcome or Outcome("completed")
+        said = f"not reported: {self.abort.reason}" if report is None else report.state
+        tasklog.info(
+            f"=== Task Finished ===\nTask Duration: {time.monotonic() - self.started:.3f}s\n"
+            f"Outcome: {said}{f' ({report.reason})' if report and report.reason else ''}"
+        )
+        return report
+
+    # Commands ------------------------------------------------------------------------------
+
+    def _environment(self, spec: payloads.Payload) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV and not k.startswith("TASKYARD_")}
+        env.update(spec.env)
+        env.update(
+            TASK_ID=self.task_id,
+            RUN_ID=str(self.run_id),
+            TASK_GROUP_ID=self.definition.get("taskGroupId", self.task_id),
+            TASK_WORKDIR=str(self.task_dir.absolute()),
+            TASKCLUSTER_ROOT_URL=self.config.root_url,
+        )
+        return env
+
+    async def _run_commands(self, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
+        started = time.monotonic()
+        result = await run_commands(
+            spec.command,
+            cwd=self.task_dir.absolute(),
+            env=self._environment(spec),
+            max_run_time=spec.max_run_time,
+            abort=self.abort,
+            log=tasklog,
+        )
+        self.command_seconds = time.monotonic() - started
+        return self._judge(result, spec, tasklog)
+
+    def _judge(self, result: Result, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
+        if result.ok:
+            return None
+        if result.kind == "aborted":  # cancelled or lost runs are not reported at all (_settle)
+            return Outcome("exception", SHUTDOWN) if result.message == SHUTDOWN else None
+        if result.exit_code is not None and result.exit_code in spec.retry_exit_codes:
+            tasklog.error(
+                "task appears to have failed intermittently - exit code "
+                f"{result.exit_code} found in task payload.onExitStatus list"
+            )
+            return Outcome("exception", "intermittent-task")
+        tasklog.error(f"TASK FAILURE: {result.message}")
+        return Outcome("failed")
+
+    # Artifacts and the log -----------------------------------------------------------------
+
+    async def _create_artifact(self, name: str, body: dict[str, Any]) -> Any:
+        return await self.client.create_artifact(self.task_id, self.run_id, name, body, self.creds)
+
+    async def _upload_artifacts(self, spec: payloads.Payload, tasklog: TaskLog) -> uploads.Problem | None:
+        items = await asyncio.to_thread(uploads.collect, spec.artifacts, self.task_dir.absolute())
+        for item in items:
+            if isinstance(item, uploads.FileUpload):
+                tasklog.info(f"Uploading artifact {item.name} from {item.path.name}")
+        problem = await uploads.upload_all(items, self._create_artifact, self.client.upload, self.scratch)
+        if problem is not None:
+            tasklog.error(problem.message)
+        return problem
+
+    def _appender(self, name: str) -> Any:
+        async def append(offset: int, text: str, final: bool) -> int:
+            answer = await self.client.append_live_log(
+                self.task_id, self.run_id, name, offset, text, final, self.creds
+            )
+            return int(answer["length"])
+
+        return append
+
+    async def _upload_log(self, spec: payloads.Payload | None, tasklog: TaskLog) -> uploads.Problem | None:
+        """The backing log, then the live log's name turned into a link to it."""
+        live = spec.live_log if spec is not None else payloads.DEFAULT_LIVE_LOG
+        backing = spec.backing_log if spec is not None else payloads.DEFAULT_BACKING_LOG
+        expires = dates.parse_iso(self.definition["expires"])
+        item = uploads.FileUpload(backing, tasklog.path, expires, LOG_TYPE, "gzip")
+        problem = await uploads.upload_all([item], self._create_artifact, self.client.upload, self.scratch)
+        if problem is None and (spec is None or spec.live_log_enabled):
+            link = {"storageType": "link", "artifact": backing, "expires": dates.to_iso(expires)}
+            with contextlib.suppress(Refused):  # the live log is a convenience; the backing log is there
+                await self._create_artifact(live, link)
+        if problem is not None:
+            log.warning("%s: %s", self, problem.message)
+        return problem
+
+    # Claim and report ----------------------------------------------------------------------
+
+    async def _reclaim_forever(self) -> None:
+        """Reclaim halfway to takenUntil; on any failure, stop the task: the run is no longer ours."""
+        while True:
+            await asyncio.sleep(max(0.2, (self.taken_until - _now_ms()) / 2000))
+            try:
+                answer = await self.client.reclaim(self.task_id, self.run_id, self.creds)
+            except Exception as exc:
+                log.warning("%s: reclaim failed, stopping the task: %s", self, exc)
+                self.abort.set(CLAIM_LOST)
+                return
+            self.taken_until = dates.parse_iso(answer["takenUntil"])
+            self.creds = Credentials.from_claim(answer["credentials"])
+
+    async def _report(self, outcome: Outcome | None, reclaimer: asyncio.Task[None]) -> Outcome | None:
+        reclaimer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reclaimer
+        if outcome is None:
+            log.info("%s: not reported (%s)", self, self.abort.reason)
+            return None
+        try:
+            await self.client.report(
+                self.task_id, self.run_id, outcome.state, outcome.reason or None, self.creds
+            )
+        except Exception as exc:
+            log.warning("%s: reporting %s failed: %s", self, outcome.state, exc)
+            return None
+        log.info("%s: %s%s", self, outcome.state, f" ({outcome.reason})" if outcome.reason else "")
+        return outcome

@@ -1,0 +1,218 @@
+"""Uploading a task's artifacts: files, directories expanded to their files, and error artifacts.
+
+Each file is announced with createArtifact (`s3`) and PUT to the URL it answers, gzipped unless its
+kind is compressed already; at most `PARALLEL` at a time. A file that isn't there (or is a
+directory, or can't be read) becomes an `error` artifact, as generic-worker's do, and fails the
+task unless the artifact is optional. The first problem decides the task's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from taskyard.model import dates
+from taskyard.worker import content
+from taskyard.worker.client import Refused, Unreachable
+from taskyard.worker.payload import ArtifactSpec
+
+PARALLEL = 10
+READ_SIZE = 256 * 1024
+CreateArtifact = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (name, body) -> createArtifact's answer
+Put = Callable[[str, AsyncIterator[bytes], int, str, str], Awaitable[None]]  # (url, chunks, size, type, enc)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why the artifacts spoil the run: `failed`, or an exception with its reason."""
+
+    state: str  # "failed" | "exception"
+    reason: str  # the exception's reason, or "failed"
+    message: str
+
+
+@dataclass(frozen=True)
+class FileUpload:
+    name: str
+    path: Path
+    expires: int
+    content_type: str
+    content_encoding: str
+
+
+@dataclass(frozen=True)
+class ErrorArtifact:
+    name: str
+    reason: str
+    message: str
+    expires: int
+    optional: bool
+
+
+def collect(specs: list[ArtifactSpec], task_dir: Path) -> list[FileUpload | ErrorArtifact]:
+    """What to upload for each declared artifact, looking at the task directory."""
+    found: list[FileUpload | ErrorArtifact] = []
+    for spec in specs:
+        path = (task_dir / spec.path).resolve()
+        if spec.type == "file":
+            found.append(_file(spec, path))
+        else:
+            found.extend(_directory(spec, path))
+    return found
+
+
+def _file(spec: ArtifactSpec, path: Path) -> FileUpload | ErrorArtifact:
+    def error(reason: str, message: str) -> ErrorArtifact:
+        return ErrorArtifact(spec.name, reason, message, spec.expires, spec.optional)
+
+    if path.is_dir():
+        return error(
+            "invalid-resource-on-worker",
+            f"File artifact '{path}' exists as a directory, not a file, on the worker",
+        )
+    if not path.exists():
+        return error("file-missing-on-worker", f"Could not read file '{path}'")
+    if not os.access(path, os.R_OK):
+        return error("file-not-readable-on-worker", f"Could not read file '{path}'")
+    return _upload(spec, spec.name, path)
+
+
+def _directory(spec: ArtifactSpec, path: Path) -> list[FileUpload | ErrorArtifact]:
+    def error(reason: str, message: str) -> list[FileUpload | ErrorArtifact]:
+        return [ErrorArtifact(spec.name, reason, message, spec.expires, spec.optional)]
+
+    if path.is_file():
+        return error(
+            "invalid-resource-on-worker",
+            f"Directory artifact '{path}' exists as a file, not a directory, on the worker",
+        )
+    if not path.is_dir():
+        return error("file-missing-on-worker", f"Could not read directory '{path}'")
+    found: list[FileUpload | ErrorArtifact] = []
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        name = f"{spec.name.rstrip('/')}/{file.relative_to(path).as_posix()}"
+        if os.access(file, os.R_OK):
+            found.append(_upload(spec, name, file))
+        else:
+            message = f"Could not read file '{file}'"
+            found.append(
+                ErrorArtifact(name, "file-not-readable-on-worker", message, spec.expires, spec.optional)
+            )
+    return found
+
+
+def _upload(spec: ArtifactSpec, name: str, path: Path) -> FileUpload:
+    return FileUpload(
+        name,
+        path,
+        spec.expires,
+        spec.content_type or content.content_type(path.name),
+        spec.content_encoding or content.content_encoding(path.name),
+    )
+
+
+async def upload_all(
+    items: list[FileUpload | ErrorArtifact], create: CreateArtifact, put: Put, scratch: Path
+) -> Problem | None:
+    """Upload everything (at most PARALLEL at a time); the first problem met, in `items` order."""
+    gate = asyncio.Semaphore(PARALLEL)
+
+    async def one(item: FileUpload | ErrorArtifact) -> Problem | None:
+        async with gate:
+            return await _one(item, create, put, scratch)
+
+    problems = await asyncio.gather(*(one(item) for item in items))
+    return next((p for p in problems if p is not None), None)
+
+
+async def _one(
+    item: FileUpload | ErrorArtifact, create: CreateArtifact, put: Put, scratch: Path
+) -> Problem | None:
+    try:
+        if isinstance(item, ErrorArtifact):
+            body = {
+                "storageType": "error",
+                "reason": item.reason,
+                "message": item.message,
+                "expires": _iso(item.expires),
+            }
+            await create(item.name, body)
+            if item.optional:
+                return None
+            return Problem(
+                "failed", "failed", f"TASK FAILURE during artifact upload: {item.reason}: {item.message}"
+            )
+        await upload_file(item, create, put, scratch)
+    except Refused as exc:
+        return _refusal(item.name, exc)
+    except (Unreachable, OSError) as exc:
+        return Problem("exception", "resource-unavailable", f"could not upload artifact {item.name}: {exc}")
+    return None
+
+
+def _refusal(name: str, exc: Refused) -> Problem:
+    if exc.status == 409:
+        return Problem(
+            "exception",
+            "malformed-payload",
+            f"there was a conflict uploading artifact {name} - this suggests artifact {name} was already "
+            f"uploaded to this task with different content earlier on in this task: {exc.message}",
+        )
+    if exc.status == 413:
+        return Problem(
+            "failed", "failed", f"artifact {name} is too large for the artifact store: {exc.message}"
+        )
+    if exc.status >= 500:
+        return Problem("exception", "resource-unavailable", f"could not upload artifact {name}: {exc}")
+    return Problem("exception", "internal-error", f"the queue refused artifact {name}: {exc}")
+
+
+async def upload_file(item: FileUpload, create: CreateArtifact, put: Put, scratch: Path) -> None:
+    """createArtifact, then PUT the (maybe gzipped) bytes to the URL it answered."""
+    source = item.path
+    packed: Path | None = None
+    if item.content_encoding == "gzip":
+        packed = await asyncio.to_thread(_gzip, item.path, scratch)
+        source = packed
+    try:
+        size = source.stat().st_size
+        body = {
+            "storageType": "s3",
+            "contentType": item.content_type,
+            "expires": _iso(item.expires),
+            "contentLength": size,
+        }
+        answer = await create(item.name, body)
+        await put(answer["putUrl"], _chunks(source), size, item.content_type, item.content_encoding)
+    finally:
+        if packed is not None:
+            packed.unlink(missing_ok=True)
+
+
+def _gzip(path: Path, scratch: Path) -> Path:
+    scratch.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=scratch, suffix=".gz")
+    with (
+        os.fdopen(fd, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) as out,
+        path.open("rb") as source,
+    ):
+        shutil.copyfileobj(source, out, READ_SIZE)
+    return Path(name)
+
+
+async def _chunks(path: Path) -> AsyncIterator[bytes]:
+    with path.open("rb") as f:
+        while chunk := await asyncio.to_thread(f.read, READ_SIZE):
+            yield chunk
+
+
+def _iso(ms: int) -> str:
+    return dates.to_iso(ms)

@@ -1,0 +1,193 @@
+"""The worker: claim up to free capacity, run each claim, watch for cancellations, shut down cleanly.
+
+Exit codes follow generic-worker's: 0 after `stop()` with nothing left, 71 after SIGINT (running
+tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
+exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
+A second SIGINT acts as SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from typing import Any
+
+from taskyard.config import WorkerConfig
+from taskyard.worker.client import Credentials, QueueClient, Refused
+from taskyard.worker.task import CANCELED, SHUTDOWN, Outcome, TaskRun
+
+log = logging.getLogger(__name__)
+EXIT_DONE = 0
+EXIT_INTERRUPTED = 71
+EXIT_SHUTDOWN = 72
+MAX_CLAIM = 32  # the queue hands out at most 32 tasks per claimWork
+MAX_BACKOFF = 30.0
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, client: QueueClient | None = None) -> None:
+        self.config = config
+        self.client = client or QueueClient(config.root_url)
+        self._own_client = client is None
+        self.creds = Credentials(config.client_id, config.access_token, config.certificate or None)
+        self.running: dict[tuple[str, int], TaskRun] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._changed = asyncio.Event()  # a task finished, or the worker was told to stop
+        self._draining = False
+        self._exit_code = EXIT_DONE
+        self.finished: list[tuple[TaskRun, Outcome | None]] = []
+
+    # Stopping ------------------------------------------------------------------------------
+
+    def drain(self, exit_code: int = EXIT_INTERRUPTED) -> None:
+        """Claim nothing more; exit once the running tasks are done."""
+        if self._draining:
+            self.shut_down()
+            return
+        log.info(
+            "finishing %d running task(s), then exiting; interrupt again to stop them now", len(self.running)
+        )
+        self._draining = True
+        self._exit_code = exit_code
+        self._changed.set()
+
+    def shut_down(self) -> None:
+        """Stop every running task now (exception/worker-shutdown, logs uploaded), then exit."""
+        log.info("stopping %d running task(s): they will be resolved worker-shutdown", len(self.running))
+        self._draining = True
+        self._exit_code = EXIT_SHUTDOWN
+        for run in self.running.values():
+            run.abort.set(SHUTDOWN)
+        self._changed.set()
+
+    def install_signal_handlers(self) -> None:
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, self.drain)
+        loop.add_signal_handler(signal.SIGTERM, self.shut_down)
+
+    # Running -------------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Claim and run tasks until told to stop; answer the exit code."""
+        c = self.config
+        log.info(
+            "worker %s/%s claiming from %s, capacity %d",
+            c.worker_group,
+            c.worker_id,
+            c.task_queue_id,
+            c.capacity,
+        )
+        watcher = asyncio.create_task(self._watch_statuses(), name="status-watcher")
+        try:
+            await self._claim_loop()
+            while self.running:
+                self._changed.clear()
+                await self._changed.wait()
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if self._own_client:
+                await self.client.close()
+        return self._exit_code
+
+    async def _claim_loop(self) -> None:
+        failures = 0
+        while not self._draining:
+            free = self.config.capacity - len(self.running)
+            if free <= 0:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            started = time.monotonic()
+            try:
+                claims = await self._claim(min(free, MAX_CLAIM))
+            except (Refused, Exception) as exc:
+                failures += 1
+                delay = min(MAX_BACKOFF, 0.5 * 2**failures)
+                log.warning("claimWork failed (%s); trying again in %.1f s", exc, delay)
+                await self._pause(delay)
+                continue
+            failures = 0
+            for claim in claims or []:
+                self._start(claim)
+            if claims is not None and not claims and time.monotonic() - started < 1.0:
+                await self._pause(1.0)  # the queue answered at once with nothing: don't spin
+
+    async def _claim(self, count: int) -> list[Any] | None:
+        """claimWork, abandoned if the worker is told to stop meanwhile (None then)."""
+        c = self.config
+        call = asyncio.create_task(
+            self.client.claim_work(c.task_queue_id, c.worker_group, c.worker_id, count, self.creds)
+        )
+        while not call.done():
+            self._changed.clear()
+            stop = asyncio.create_task(self._changed.wait())
+            try:
+                await asyncio.wait({call, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if self._draining and not call.done():
+                # Claims the server makes as this hangs up are lost until their claims expire.
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call
+                return None
+        return call.result()
+
+    async def _pause(self, seconds: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
+
+    def _start(self, claim: Any) -> None:
+        run = TaskRun(claim, self.config, self.client)
+        key = (run.task_id, run.run_id)
+        self.running[key] = run
+        log.info("%s: claimed", run)
+
+        async def go() -> None:
+            try:
+                outcome = await run.run()
+                self.finished.append((run, outcome))
+            finally:
+                self.running.pop(key, None)
+                self._changed.set()
+
+        task = asyncio.create_task(go(), name=repr(run))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # Cancellation --------------------------------------------------------------------------
+
+    async def _watch_statuses(self) -> None:
+        """Every status_interval, one call asks the status of every running task; a run that is no
+        longer running here (cancelled, expired, resolved elsewhere) is stopped at once."""
+        warned = False
+        while True:
+            await asyncio.sleep(self.config.status_interval)
+            runs = {run.task_id: run for run in self.running.values() if not run.abort.event.is_set()}
+            if not runs:
+                continue
+            try:
+                statuses = await self.client.statuses(sorted(runs), self.creds)
+            except Exception as exc:
+                if not warned:
+                    log.warning("cannot check running tasks' status (%s); relying on reclaims", exc)
+                    warned = True
+                continue
+            for task_id, status in statuses.items():
+                _stop_if_not_running(runs[task_id], status)
+
+
+def _stop_if_not_running(run: TaskRun, status: Any) -> None:
+    runs = status.get("runs", [])
+    mine = runs[run.run_id] if run.run_id < len(runs) else None
+    if mine is None or mine.get("state") == "running":
+        return
+    why = f"{mine.get('state')}/{mine.get('reasonResolved')}"
+    log.info("%s: the run is %s; stopping it", run, why)
+    run.abort.set(CANCELED if mine.get("reasonResolved") == "canceled" else f"run {why}")

@@ -1,0 +1,334 @@
+"""`taskyard worker` as a real process, running real commands for a real server.
+
+The worker talks HTTP only, so these run on SQLite; the live log's server side is tested on both
+backends in tests/queue and tests/api.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import taskcluster
+
+from tests.e2e.conftest import TASKYARD, Server, start_server
+from tests.e2e.workers import (
+    WorkerProcess,
+    create,
+    fetch,
+    log_text,
+    resolved,
+    running,
+    wait_for,
+)
+
+
+@pytest.fixture(scope="module")
+def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
+    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture
+def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(server, tq, tmp_path / "work").start()
+    yield process
+    process.stop()
+
+
+def sh(script: str) -> list[list[str]]:
+    return [["/bin/sh", "-c", script]]
+
+
+# Outcomes -----------------------------------------------------------------------------------
+
+
+def test_a_task_completes_with_its_log_and_artifacts(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    script = (
+        "echo hello from $TASK_ID run $RUN_ID; mkdir -p out/sub; "
+        "echo one > out/a.txt; echo two > out/sub/b.txt"
+    )
+    payload = {
+        "command": sh(script),
+        "artifacts": [
+            {"type": "file", "path": "out/a.txt", "name": "public/a.txt"},
+            {"type": "directory", "path": "out", "name": "public/out"},
+        ],
+    }
+    task_id = create(queue, tq, payload)
+    run = resolved(queue, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("completed", "completed")
+    log = log_text(server, task_id)
+    assert f"hello from {task_id} run 0" in log
+    assert "=== Task Finished ===" in log
+    assert "[taskcluster " in log
+    assert fetch(server, task_id, "public/a.txt").text == "one\n"
+    assert fetch(server, task_id, "public/out/sub/b.txt").text == "two\n"
+    names = {a["name"]: a for a in queue.listArtifacts(task_id, "0")["artifacts"]}
+    assert names["public/logs/live.log"]["storageType"] == "link"
+    assert names["public/logs/live_backing.log"]["storageType"] == "s3"
+    assert names["public/a.txt"]["contentType"].startswith("text/plain")
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (sh("echo about to fail; exit 3"), "exited with code 3"),
+        ([["no-such-command-anywhere"]], "could not run command"),
+    ],
+)
+def test_a_failing_command_fails_the_task(
+    server: Server,
+    queue: taskcluster.Queue,
+    tq: str,
+    worker: WorkerProcess,
+    command: list[list[str]],
+    said: str,
+) -> None:
+    task_id = create(queue, tq, {"command": [*command, ["/bin/sh", "-c", "echo never runs"]]})
+    run = resolved(queue, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("failed", "failed")
+    log = log_text(server, task_id)
+    assert said in log
+    assert "never runs" not in log.splitlines()
+
+
+def test_a_retry_exit_code_is_an_intermittent_exception(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    task_id = create(queue, tq, {"command": sh("exit 7"), "onExitStatus": {"retry": [7]}}, retries=0)
+    run = resolved(queue, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "intermittent-task")
+    assert "exit code 7 found in task payload.onExitStatus list" in log_text(server, task_id)
+
+
+def test_a_malformed_payload_says_which_field_and_why(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    task_id = create(queue, tq, {"command": sh("true"), "env": {"COUNT": 3}, "bogus": 1})
+    run = resolved(queue, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "malformed-payload")
+    log = log_text(server, task_id)
+    assert "must conform to the following jsonschema" in log
+    assert "- env.COUNT: " in log
+    assert "bogus" in log
+    assert f"validation of payload failed for task {task_id}" in log
+    # ... and the worker goes on serving other tasks.
+    next_task = create(queue, tq, {"command": sh("true")})
+    assert resolved(queue, next_task)["state"] == "completed"
+
+
+def test_max_run_time_kills_the_commands_and_fails_the_task(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    task_id = create(queue, tq, {"command": sh("echo started; sleep 30; echo too late"), "maxRunTime": 1})
+    run = resolved(queue, task_id, timeout=30)
+    assert (run["state"], run["reasonResolved"]) == ("failed", "failed")
+    log = log_text(server, task_id)
+    lines = log.splitlines()
+    assert "started" in lines and "too late" not in lines
+    assert "Aborting task" in log and "max run time exceeded" in log
+
+
+def test_missing_artifacts_become_error_artifacts(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    optional = {"type": "file", "path": "nothing.txt", "name": "public/optional.txt", "optional": True}
+    required = {"type": "file", "path": "nothing.txt", "name": "public/required.txt"}
+    calm = create(queue, tq, {"command": sh("true"), "artifacts": [optional]})
+    assert resolved(queue, calm)["state"] == "completed"
+    assert fetch(server, calm, "public/optional.txt").status_code == 424
+    failing = create(queue, tq, {"command": sh("true"), "artifacts": [required]})
+    assert resolved(queue, failing)["state"] == "failed"
+    response = fetch(server, failing, "public/required.txt")
+    assert response.status_code == 424
+    assert "file-missing-on-worker" in log_text(server, failing)
+
+
+def test_an_artifact_past_the_size_limit_fails_the_task_with_a_reason(
+    tmp_path: Path, request: pytest.FixtureRequest, tq: str
+) -> None:
+    db = tmp_path / "db.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), db)
+    small = start_server(f"sqlite:///{db}", tmp_path / "server", extra_args=["--max-artifact-bytes", "4000"])
+    process = WorkerProcess(small, tq, tmp_path / "work").start()
+    try:
+        queue = small.client()
+        big = {"type": "file", "path": "big.bin", "name": "public/big.bin", "contentEncoding": "identity"}
+        task_id = create(
+            queue, tq, {"command": sh("head -c 10000 /dev/urandom > big.bin"), "artifacts": [big]}
+        )
+        run = resolved(queue, task_id)
+        assert (run["state"], run["reasonResolved"]) == ("failed", "failed")
+        assert "artifact public/big.bin is too large" in log_text(small, task_id)
+    finally:
+        process.stop()
+        small.stop()
+
+
+def test_a_full_work_directory_fails_one_task_and_the_worker_goes_on(
+    server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
+) -> None:
+    # Files can't grow past 1 MB for the worker and its commands: a log past that can't be written.
+    process = WorkerProcess(server, tq, tmp_path / "work", max_file_bytes=1_000_000).start()
+    try:
+        flood = create(queue, tq, {"command": sh("head -c 3000000 /dev/zero | tr '\\0' x; echo")})
+        run = resolved(queue, flood, timeout=20)
+        assert (run["state"], run["reasonResolved"]) == ("exception", "internal-error"), process.log_tail()
+        assert "cannot write the task log" in process.log_tail()
+        calm = create(queue, tq, {"command": sh("echo still working")})
+        assert resolved(queue, calm)["state"] == "completed"
+        assert "still working" in log_text(server, calm)
+    finally:
+        process.stop()
+
+
+# Cancellation, claims and shutdown ------------------------------------------------------------
+
+
+def test_cancelling_a_task_stops_its_processes(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    marker = tmp_path / "child.pid"
+    task_id = create(queue, tq, {"command": sh(f"sleep 300 & echo $! > {marker}; wait")})
+    running(queue, task_id)
+    while not marker.exists() or not marker.read_text().strip():
+        time.sleep(0.05)
+    child = int(marker.read_text())
+    queue.cancelTask(task_id)
+    give_up = time.monotonic() + 20
+    while _alive(child):
+        assert time.monotonic() < give_up, "the cancelled task's process is still running"
+        time.sleep(0.1)
+    run = resolved(queue, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "canceled")
+    # Its log is uploaded still, and the worker goes on serving other tasks.
+    wait_for(queue, task_id, lambda _: fetch(server, task_id, "public/logs/live.log").status_code == 200)
+    assert resolved(queue, create(queue, tq, {"command": sh("true")}))["state"] == "completed"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purpose: its parent (the killed shell) is gone too.
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] != "Z"
+
+
+def test_short_claims_are_reclaimed_while_the_task_runs(db_url: str, tmp_path: Path, tq: str) -> None:
+    short = start_server(db_url, tmp_path / "server", claim_timeout=2)
+    process = WorkerProcess(short, tq, tmp_path / "work").start()
+    try:
+        queue = short.client()
+        task_id = create(queue, tq, {"command": sh("sleep 5; echo survived")})
+        run = resolved(queue, task_id, timeout=60)
+        assert (run["state"], run["reasonResolved"]) == ("completed", "completed")
+        assert "survived" in log_text(short, task_id)
+    finally:
+        process.stop()
+        short.stop()
+
+
+def test_sigterm_resolves_running_tasks_worker_shutdown(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    task_id = create(queue, tq, {"command": sh("echo working; sleep 300")}, retries=1)
+    running(queue, task_id)
+    time.sleep(0.5)
+    worker.signal(signal.SIGTERM)
+    assert worker.wait() == 72
+    status = queue.status(task_id)["status"]
+    assert (status["runs"][0]["state"], status["runs"][0]["reasonResolved"]) == (
+        "exception",
+        "worker-shutdown",
+    )
+    assert status["runs"][1]["state"] == "pending"  # the queue retries it
+    assert "working" in log_text(server, task_id)
+
+
+def test_sigint_finishes_running_tasks_and_claims_no_more(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    first = create(queue, tq, {"command": sh("sleep 2; echo finished")})
+    running(queue, first)
+    worker.signal(signal.SIGINT)
+    later = create(queue, tq, {"command": sh("true")})
+    assert worker.wait() == 71
+    assert resolved(queue, first)["state"] == "completed"
+    assert queue.status(later)["status"]["state"] == "pending"
+
+
+def test_capacity_runs_tasks_side_by_side(
+    server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
+) -> None:
+    process = WorkerProcess(server, tq, tmp_path / "work", args=["--capacity", "3"]).start()
+    try:
+        barrier = tmp_path / "barrier"
+        barrier.mkdir()
+        # Each task waits until all three have started: only side-by-side runs can finish.
+        script = f"touch {barrier}/$TASK_ID; while [ $(ls {barrier} | wc -l) -lt 3 ]; do sleep 0.05; done"
+        ids = [create(queue, tq, {"command": sh(script), "maxRunTime": 30}) for _ in range(3)]
+        assert [resolved(queue, t)["state"] for t in ids] == ["completed"] * 3
+    finally:
+        process.stop()
+
+
+# The CLI -------------------------------------------------------------------------------------
+
+
+def test_task_log_follows_a_running_task(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    task_id = create(queue, tq, {"command": sh("echo first line; sleep 4; echo last line")})
+    env = {
+        **os.environ,
+        "TASKCLUSTER_ROOT_URL": server.root_url,
+        "TASKCLUSTER_CLIENT_ID": "static/taskyard/root",
+        "TASKCLUSTER_ACCESS_TOKEN": server.access_token,
+    }
+    follower = subprocess.Popen(
+        [str(TASKYARD), "task", "log", task_id, "-f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        assert follower.stdout is not None
+        seen = b""
+        while b"first line" not in seen:
+            line = follower.stdout.readline()
+            assert line, "the log ended before its first line"
+            seen += line
+        # The line arrived while the task was still running: it was followed live.
+        assert queue.status(task_id)["status"]["state"] == "running"
+        rest, errors = follower.communicate(timeout=60)
+    finally:
+        follower.kill()
+    assert b"last line" in rest
+    assert follower.returncode == 0, errors
+    assert b"completed" in errors
+    printed = subprocess.run(
+        [str(TASKYARD), "task", "log", task_id], capture_output=True, env=env, timeout=60, check=True
+    )
+    assert b"first line" in printed.stdout and b"=== Task Finished ===" in printed.stdout
+
+
+def test_a_worker_without_credentials_says_what_is_missing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}
+    result = subprocess.run(
+        [str(TASKYARD), "worker", "--work-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "TASKCLUSTER_ROOT_URL" in result.stderr
