@@ -268,3 +268,25 @@ def two_servers(db_url: str, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
     yield first, second
     second.stop()
     first.stop()
+
+
+@pytest.fixture
+def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's S3 as a real HTTP server on a free loopback port, with bucket `artifacts`."""
+    from moto.server import ThreadedMotoServer
+
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="artifacts")
+    yield endpoint
+    moto.stop()

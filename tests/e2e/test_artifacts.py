@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 import requests
 import taskcluster
 
-from tests.e2e.conftest import Server, free_port, start_server
+from tests.e2e.conftest import Server, start_server
 from tests.e2e.helpers import claim_one, create, iso, now, refused
 
 
@@ -137,28 +135,6 @@ def test_upload_after_exception(server: Server, tq: str) -> None:
     put_s3(worker, task_id, "public/after.txt", b"late\n", "text/plain")
     url = queue.buildUrl("getArtifact", task_id, 0, "public/after.txt")
     assert requests.get(url, timeout=30).content == b"late\n"
-
-
-@pytest.fixture
-def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """moto's S3 as a real HTTP server on a free loopback port, with bucket `artifacts`."""
-    from moto.server import ThreadedMotoServer
-
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    port = free_port()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    moto.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    import boto3
-
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="artifacts")
-    yield endpoint
-    moto.stop()
 
 
 def test_s3_artifacts_on_moto(moto_s3: str, db_url: str, tmp_path: Path, tq: str) -> None:

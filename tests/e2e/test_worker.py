@@ -332,3 +332,54 @@ def test_a_worker_without_credentials_says_what_is_missing(tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert "TASKCLUSTER_ROOT_URL" in result.stderr
+
+
+def test_ctrl_c_on_up_stops_its_worker_first(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    db = tmp_path / "db.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), db)
+    up = start_server(
+        f"sqlite:///{db}", tmp_path / "up", name="up", command="up", extra_args=["--capacity", "1"]
+    )
+    queue = up.client()
+    task_id = create(queue, "local/default", {"command": sh("echo working; sleep 300")}, retries=1)
+    running(queue, task_id)
+    assert up.process is not None
+    up.process.send_signal(signal.SIGINT)
+    assert up.process.wait(timeout=60) == 0
+    # The worker resolved its task before the API went away, and did not outlive it.
+    work_dir = str((tmp_path / "up" / "work").absolute())
+    assert subprocess.run(["pgrep", "-f", work_dir], capture_output=True).returncode == 1
+    again = start_server(f"sqlite:///{db}", tmp_path / "up", name="again", access_token=up.access_token)
+    try:
+        status = again.client().status(task_id)["status"]
+        assert (status["runs"][0]["state"], status["runs"][0]["reasonResolved"]) == (
+            "exception",
+            "worker-shutdown",
+        )
+        assert "working" in log_text(again, task_id)
+    finally:
+        again.stop()
+
+
+def test_the_worker_uploads_to_s3(
+    moto_s3: str, tmp_path: Path, request: pytest.FixtureRequest, tq: str
+) -> None:
+    db = tmp_path / "db.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), db)
+    url = f"s3://artifacts?endpoint={moto_s3}&region=us-east-1"
+    on_s3 = start_server(f"sqlite:///{db}", tmp_path / "server", extra_args=["--artifacts", url])
+    process = WorkerProcess(on_s3, tq, tmp_path / "work").start()
+    try:
+        queue = on_s3.client()
+        report = {"type": "file", "path": "report.txt", "name": "public/report.txt"}
+        task_id = create(
+            queue, tq, {"command": sh("echo all good > report.txt; echo done"), "artifacts": [report]}
+        )
+        assert resolved(queue, task_id)["state"] == "completed"
+        located = queue.artifact(task_id, "0", "public/report.txt")["url"]
+        assert located.startswith(moto_s3 + "/artifacts/")
+        assert fetch(on_s3, task_id, "public/report.txt").text == "all good\n"
+        assert "done" in log_text(on_s3, task_id)
+    finally:
+        process.stop()
+        on_s3.stop()

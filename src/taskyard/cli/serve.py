@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -173,20 +174,36 @@ async def serve(
 
 
 async def _run_local_worker(server: _Server, config: WorkerConfig) -> None:
-    from taskyard.worker.worker import Worker
+    """`taskyard worker` as a child process: a core of its own on a multi-core machine, and a task
+    that upsets the worker can't take the API down. It is stopped with SIGTERM before the API
+    (its tasks resolved worker-shutdown), and dies with this process in any case."""
+    from taskyard.cli.worker import worker_process
 
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
-    local = Worker(config)
-    done = asyncio.Event()
+    command, env = worker_process(config)
+    child = await asyncio.create_subprocess_exec(
+        *command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+    )
 
     async def stop() -> None:
-        local.shut_down()
-        await done.wait()
+        with contextlib.suppress(ProcessLookupError):
+            child.terminate()
+        await child.wait()
 
     server.before_exit = stop
     try:
-        await local.run()
-    except Exception:
-        log.exception("the local worker stopped")
-    finally:
-        done.set()
+        code = await child.wait()
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        raise
+    if not server.should_exit and not server._stopping:
+        log.error("the local worker exited with status %s; the API goes on without it", code)
+
+
+def _die_with_parent() -> None:
+    """In the child: ask Linux for SIGTERM when the parent dies, even by SIGKILL (else nothing)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import socket
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,27 @@ def local_worker(server: ServerConfig, values: Mapping[str, Any]) -> WorkerConfi
         capacity=values["capacity"],
         work_dir=str(Path(server.data_dir, "work").absolute()),
     )
+
+
+def worker_process(config: WorkerConfig) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment that run `config` as a `taskyard worker` process."""
+    command = [sys.executable, "-m", "taskyard.cli.main", "worker"]
+    for flag, value in (
+        ("--task-queue-id", config.task_queue_id),
+        ("--worker-group", config.worker_group),
+        ("--worker-id", config.worker_id),
+        ("--capacity", config.capacity),
+        ("--work-dir", config.work_dir),
+        ("--max-run-time-limit", config.max_run_time_limit),
+        ("--status-interval", config.status_interval),
+    ):
+        command += [flag, str(value)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}
+    env.update(
+        TASKCLUSTER_ROOT_URL=config.root_url,
+        TASKCLUSTER_CLIENT_ID=config.client_id,
+        TASKCLUSTER_ACCESS_TOKEN=config.access_token,
+    )
+    if "TASKYARD_LOG_LEVEL" in os.environ:
+        env["TASKYARD_LOG_LEVEL"] = os.environ["TASKYARD_LOG_LEVEL"]
+    return command, env

@@ -224,11 +224,16 @@ class TaskRun:
         backing = spec.backing_log if spec is not None else payloads.DEFAULT_BACKING_LOG
         expires = dates.parse_iso(self.definition["expires"])
         item = uploads.FileUpload(backing, tasklog.path, expires, LOG_TYPE, "gzip")
-        problem = await uploads.upload_all([item], self._create_artifact, self.client.upload, self.scratch)
-        if problem is None and (spec is None or spec.live_log_enabled):
-            link = {"storageType": "link", "artifact": backing, "expires": dates.to_iso(expires)}
-            with contextlib.suppress(Refused):  # the live log is a convenience; the backing log is there
-                await self._create_artifact(live, link)
+
+        async def link() -> None:
+            if spec is None or spec.live_log_enabled:
+                body = {"storageType": "link", "artifact": backing, "expires": dates.to_iso(expires)}
+                with contextlib.suppress(Refused):  # a convenience; the backing log is there
+                    await self._create_artifact(live, body)
+
+        problem = await uploads.upload_one(
+            item, self._create_artifact, self.client.upload, self.scratch, link
+        )
         if problem is not None:
             log.warning("%s: %s", self, problem.message)
         return problem

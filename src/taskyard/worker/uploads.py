@@ -25,6 +25,7 @@ from taskyard.worker.payload import ArtifactSpec
 
 PARALLEL = 10
 READ_SIZE = 256 * 1024
+SMALL = 256 * 1024  # files up to this size are read and compressed in memory
 CreateArtifact = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (name, body) -> createArtifact's answer
 Put = Callable[[str, AsyncIterator[bytes], int, str, str], Awaitable[None]]  # (url, chunks, size, type, enc)
 
@@ -126,15 +127,20 @@ async def upload_all(
 
     async def one(item: FileUpload | ErrorArtifact) -> Problem | None:
         async with gate:
-            return await _one(item, create, put, scratch)
+            return await upload_one(item, create, put, scratch)
 
     problems = await asyncio.gather(*(one(item) for item in items))
     return next((p for p in problems if p is not None), None)
 
 
-async def _one(
-    item: FileUpload | ErrorArtifact, create: CreateArtifact, put: Put, scratch: Path
+async def upload_one(
+    item: FileUpload | ErrorArtifact,
+    create: CreateArtifact,
+    put: Put,
+    scratch: Path,
+    alongside: Callable[[], Awaitable[object]] | None = None,
 ) -> Problem | None:
+    """Upload one item; the problem it meets, if any. `alongside` runs during a file's PUT."""
     try:
         if isinstance(item, ErrorArtifact):
             body = {
@@ -149,7 +155,7 @@ async def _one(
             return Problem(
                 "failed", "failed", f"TASK FAILURE during artifact upload: {item.reason}: {item.message}"
             )
-        await upload_file(item, create, put, scratch)
+        await upload_file(item, create, put, scratch, alongside)
     except Refused as exc:
         return _refusal(item.name, exc)
     except (Unreachable, OSError) as exc:
@@ -174,15 +180,25 @@ def _refusal(name: str, exc: Refused) -> Problem:
     return Problem("exception", "internal-error", f"the queue refused artifact {name}: {exc}")
 
 
-async def upload_file(item: FileUpload, create: CreateArtifact, put: Put, scratch: Path) -> None:
-    """createArtifact, then PUT the (maybe gzipped) bytes to the URL it answered."""
-    source = item.path
+async def upload_file(
+    item: FileUpload,
+    create: CreateArtifact,
+    put: Put,
+    scratch: Path,
+    alongside: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """createArtifact, then PUT the (maybe gzipped) bytes to the URL it answered (and meanwhile
+    run `alongside`, which needs the artifact to exist: the log's link, say)."""
     packed: Path | None = None
-    if item.content_encoding == "gzip":
+    small: bytes | None = None
+    if item.path.stat().st_size <= SMALL:  # most logs: no thread hop, no temporary file
+        raw = item.path.read_bytes()
+        small = gzip.compress(raw, compresslevel=6, mtime=0) if item.content_encoding == "gzip" else raw
+    elif item.content_encoding == "gzip":
         packed = await asyncio.to_thread(_gzip, item.path, scratch)
-        source = packed
+    source = packed or item.path
     try:
-        size = source.stat().st_size
+        size = len(small) if small is not None else source.stat().st_size
         body = {
             "storageType": "s3",
             "contentType": item.content_type,
@@ -190,10 +206,19 @@ async def upload_file(item: FileUpload, create: CreateArtifact, put: Put, scratc
             "contentLength": size,
         }
         answer = await create(item.name, body)
-        await put(answer["putUrl"], _chunks(source), size, item.content_type, item.content_encoding)
+        chunks = _once(small) if small is not None else _chunks(source)
+        upload = put(answer["putUrl"], chunks, size, item.content_type, item.content_encoding)
+        if alongside is None:
+            await upload
+        else:
+            await asyncio.gather(upload, alongside())
     finally:
         if packed is not None:
             packed.unlink(missing_ok=True)
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 def _gzip(path: Path, scratch: Path) -> Path:
