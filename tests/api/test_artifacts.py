@@ -280,3 +280,15 @@ async def test_list_paging_and_sweep(api: Api, store: LocalStore, clock: FakeClo
     assert not any(p.is_file() for p in Path(store.directory).rglob("*"))
     gone = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/n0", creds=None)
     assert_error(gone, 404, "ResourceNotFound")
+
+
+async def test_a_declared_length_past_the_limit_is_refused_before_any_upload(
+    api: Api, store: LocalStore
+) -> None:
+    task_id, _ = await running_task(api)
+    body = {"storageType": "s3", "contentType": "text/plain", "contentLength": MAX_BYTES + 1}
+    refused = await create(api, task_id, "public/huge.bin", body)
+    assert_error(refused, 413, "InputTooLarge", names=["body.contentLength"])
+    assert (await api.call("GET", f"/task/{task_id}/runs/0/artifacts")).json()["artifacts"] == []
+    fits = await create(api, task_id, "public/huge.bin", {**body, "contentLength": MAX_BYTES})
+    assert fits.status_code == 200

@@ -22,7 +22,7 @@ def open_blob_store(
     if url.startswith("s3://"):
         from taskyard.artifacts import s3
 
-        return s3.from_url(url, clock)
+        return s3.from_url(url, clock, max_bytes)
     raise ConfigError("artifacts", url, "must start with file:// or s3://")
 
 

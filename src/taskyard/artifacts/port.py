@@ -25,6 +25,10 @@ class StoredBlob:
 
 
 class BlobStore(Protocol):
+    # The largest blob accepted: createArtifact refuses a larger declared contentLength, and the
+    # local store also stops a larger upload. An S3 PUT is bounded only by what S3 enforces.
+    max_bytes: int
+
     def put_url(self, key: str, content_type: str, expires: int) -> str:
         """A URL accepting one PUT of the blob with this Content-Type until `expires` (epoch ms)."""
 

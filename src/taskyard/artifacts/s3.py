@@ -15,8 +15,11 @@ from taskyard.model.types import Clock
 class S3Store:
     """Blobs in one bucket under `<taskId>/<runId>/<name>`; every URL is presigned and expiring."""
 
-    def __init__(self, bucket: str, *, endpoint: str | None, region: str, clock: Clock) -> None:
+    def __init__(
+        self, bucket: str, *, endpoint: str | None, region: str, clock: Clock, max_bytes: int = 1024**3
+    ) -> None:
         self.bucket = bucket
+        self.max_bytes = max_bytes
         self._clock = clock
         self._client: Any = boto3.client("s3", endpoint_url=endpoint, region_name=region)
 
@@ -41,12 +44,16 @@ class S3Store:
             await asyncio.to_thread(self._client.delete_objects, Bucket=self.bucket, Delete=batch)
 
 
-def from_url(url: str, clock: Clock) -> S3Store:
+def from_url(url: str, clock: Clock, max_bytes: int = 1024**3) -> S3Store:
     """`s3://bucket?endpoint=http://host:port&region=us-east-1` (credentials from boto3's usual places)."""
     parts = urlsplit(url)
     if not parts.netloc:
         raise ConfigError("artifacts", url, "an s3:// URL names its bucket: s3://bucket?endpoint=...")
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     return S3Store(
-        parts.netloc, endpoint=query.get("endpoint"), region=query.get("region", "us-east-1"), clock=clock
+        parts.netloc,
+        endpoint=query.get("endpoint"),
+        region=query.get("region", "us-east-1"),
+        clock=clock,
+        max_bytes=max_bytes,
     )

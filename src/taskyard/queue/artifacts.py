@@ -15,7 +15,7 @@ import orjson
 from taskyard.artifacts.port import BlobStore
 from taskyard.model import artifacts, paging
 from taskyard.model.artifacts import Artifact
-from taskyard.model.errors import InputError, ResourceExpired, ResourceNotFound, Unavailable
+from taskyard.model.errors import InputError, InputTooLarge, ResourceExpired, ResourceNotFound, Unavailable
 from taskyard.model.messages import task_message
 from taskyard.model.types import JSONObject
 from taskyard.queue import service
@@ -51,6 +51,12 @@ async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: 
     """Create or re-create an artifact (idempotent for an identical body); 400/409 per queue.md §6."""
     artifacts.check_name(name)
     new = artifacts.from_request(task_id, run_id, name, body, q.clock())
+    declared = new.details.get("contentLength")
+    if new.storage_type == "s3" and isinstance(declared, int) and declared > blobs(q).max_bytes:
+        raise InputTooLarge(
+            f"body.contentLength is {declared} bytes; this deployment's artifacts are at most "
+            f"{blobs(q).max_bytes} bytes"
+        )
     async with q.storage.transaction() as tx:
         stored = await create_artifact_tx(q, tx, new)
     return _created(q, stored)
