@@ -31,6 +31,7 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
+	$(BIN)/python bench/worker.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
