@@ -6,6 +6,7 @@ backends in tests/queue and tests/api.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import taskcluster
@@ -41,6 +43,26 @@ def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
     process = WorkerProcess(server, tq, tmp_path / "work").start()
     yield process
     process.stop()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A fresh SQLite database of this test alone."""
+    db = tmp_path / "db.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), db)
+    return f"sqlite:///{db}"
+
+
+@contextlib.contextmanager
+def server_with_worker(sqlite_url: str, tmp_path: Path, tq: str, **options: Any) -> Iterator[Server]:
+    """A server of this test alone (`start_server` options) with a worker on `tq`."""
+    own = start_server(sqlite_url, tmp_path / "server", **options)
+    process = WorkerProcess(own, tq, tmp_path / "work").start()
+    try:
+        yield own
+    finally:
+        process.stop()
+        own.stop()
 
 
 def sh(script: str) -> list[list[str]]:
@@ -155,24 +177,16 @@ def test_missing_artifacts_become_error_artifacts(
 
 
 def test_an_artifact_past_the_size_limit_fails_the_task_with_a_reason(
-    tmp_path: Path, request: pytest.FixtureRequest, tq: str
+    sqlite_url: str, tmp_path: Path, tq: str
 ) -> None:
-    db = tmp_path / "db.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), db)
-    small = start_server(f"sqlite:///{db}", tmp_path / "server", extra_args=["--max-artifact-bytes", "4000"])
-    process = WorkerProcess(small, tq, tmp_path / "work").start()
-    try:
+    with server_with_worker(sqlite_url, tmp_path, tq, extra_args=["--max-artifact-bytes", "4000"]) as small:
         queue = small.client()
         big = {"type": "file", "path": "big.bin", "name": "public/big.bin", "contentEncoding": "identity"}
-        task_id = create(
-            queue, tq, {"command": sh("head -c 10000 /dev/urandom > big.bin"), "artifacts": [big]}
-        )
+        script = sh("head -c 10000 /dev/urandom > big.bin")
+        task_id = create(queue, tq, {"command": script, "artifacts": [big]})
         run = resolved(queue, task_id)
         assert (run["state"], run["reasonResolved"]) == ("failed", "failed")
         assert "artifact public/big.bin is too large" in log_text(small, task_id)
-    finally:
-        process.stop()
-        small.stop()
 
 
 def test_a_full_work_directory_fails_one_task_and_the_worker_goes_on(
@@ -226,18 +240,13 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def test_short_claims_are_reclaimed_while_the_task_runs(db_url: str, tmp_path: Path, tq: str) -> None:
-    short = start_server(db_url, tmp_path / "server", claim_timeout=2)
-    process = WorkerProcess(short, tq, tmp_path / "work").start()
-    try:
+def test_short_claims_are_reclaimed_while_the_task_runs(sqlite_url: str, tmp_path: Path, tq: str) -> None:
+    with server_with_worker(sqlite_url, tmp_path, tq, claim_timeout=2) as short:
         queue = short.client()
         task_id = create(queue, tq, {"command": sh("sleep 5; echo survived")})
         run = resolved(queue, task_id, timeout=60)
         assert (run["state"], run["reasonResolved"]) == ("completed", "completed")
         assert "survived" in log_text(short, task_id)
-    finally:
-        process.stop()
-        short.stop()
 
 
 def test_sigterm_resolves_running_tasks_worker_shutdown(
@@ -334,12 +343,8 @@ def test_a_worker_without_credentials_says_what_is_missing(tmp_path: Path) -> No
     assert "TASKCLUSTER_ROOT_URL" in result.stderr
 
 
-def test_ctrl_c_on_up_stops_its_worker_first(tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    db = tmp_path / "db.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), db)
-    up = start_server(
-        f"sqlite:///{db}", tmp_path / "up", name="up", command="up", extra_args=["--capacity", "1"]
-    )
+def test_ctrl_c_on_up_stops_its_worker_first(sqlite_url: str, tmp_path: Path) -> None:
+    up = start_server(sqlite_url, tmp_path / "up", name="up", command="up", extra_args=["--capacity", "1"])
     queue = up.client()
     task_id = create(queue, "local/default", {"command": sh("echo working; sleep 300")}, retries=1)
     running(queue, task_id)
@@ -349,7 +354,7 @@ def test_ctrl_c_on_up_stops_its_worker_first(tmp_path: Path, request: pytest.Fix
     # The worker resolved its task before the API went away, and did not outlive it.
     work_dir = str((tmp_path / "up" / "work").absolute())
     assert subprocess.run(["pgrep", "-f", work_dir], capture_output=True).returncode == 1
-    again = start_server(f"sqlite:///{db}", tmp_path / "up", name="again", access_token=up.access_token)
+    again = start_server(sqlite_url, tmp_path / "up", name="again", access_token=up.access_token)
     try:
         status = again.client().status(task_id)["status"]
         assert (status["runs"][0]["state"], status["runs"][0]["reasonResolved"]) == (
@@ -361,25 +366,15 @@ def test_ctrl_c_on_up_stops_its_worker_first(tmp_path: Path, request: pytest.Fix
         again.stop()
 
 
-def test_the_worker_uploads_to_s3(
-    moto_s3: str, tmp_path: Path, request: pytest.FixtureRequest, tq: str
-) -> None:
-    db = tmp_path / "db.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), db)
+def test_the_worker_uploads_to_s3(moto_s3: str, sqlite_url: str, tmp_path: Path, tq: str) -> None:
     url = f"s3://artifacts?endpoint={moto_s3}&region=us-east-1"
-    on_s3 = start_server(f"sqlite:///{db}", tmp_path / "server", extra_args=["--artifacts", url])
-    process = WorkerProcess(on_s3, tq, tmp_path / "work").start()
-    try:
+    with server_with_worker(sqlite_url, tmp_path, tq, extra_args=["--artifacts", url]) as on_s3:
         queue = on_s3.client()
         report = {"type": "file", "path": "report.txt", "name": "public/report.txt"}
-        task_id = create(
-            queue, tq, {"command": sh("echo all good > report.txt; echo done"), "artifacts": [report]}
-        )
+        script = sh("echo all good > report.txt; echo done")
+        task_id = create(queue, tq, {"command": script, "artifacts": [report]})
         assert resolved(queue, task_id)["state"] == "completed"
         located = queue.artifact(task_id, "0", "public/report.txt")["url"]
         assert located.startswith(moto_s3 + "/artifacts/")
         assert fetch(on_s3, task_id, "public/report.txt").text == "all good\n"
         assert "done" in log_text(on_s3, task_id)
-    finally:
-        process.stop()
-        on_s3.stop()
