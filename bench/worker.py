@@ -8,7 +8,8 @@ reads the timestamps back from the queue: a run's `started` is its claim, `resol
 - overhead per task = (resolved - started) - the command's own `Elapsed Time` from the task's log;
 - the log's `[taskcluster <time>]` lines split the overhead into steps (claim to log header, header to
   command, command to `Task Finished`, `Task Finished` to report);
-- CPU seconds of the `taskyard up` process per task (/proc/<pid>/stat).
+- CPU seconds per task of the `taskyard up` process, of its worker child and of the commands
+  (/proc/<pid>/stat).
 
 Timings are printed, never asserted. See bench/README.md. Run: .venv/bin/python bench/worker.py
 """
@@ -79,6 +80,13 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK, (int(fields[13]) + int(fields[14])) / CLK_TCK
     return 0.0, 0.0
+
+
+def worker_pid(pid: int) -> int:
+    """The `taskyard worker` child that `taskyard up` runs (0 if none is found)."""
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        return int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+    return 0
 
 
 def task_definition(task_group_id: str) -> dict[str, Any]:
@@ -251,13 +259,14 @@ def steps(text: str, started: float, resolved: float) -> dict[str, float] | None
 
 async def measure(server: Server, args: argparse.Namespace) -> None:
     api, pid = Api(server), server.proc.pid if server.proc else 0
-    cpu_before = (*cpu_seconds(pid), time.monotonic())
+    worker = worker_pid(pid)
+    cpu_before = (*cpu_seconds(pid), *cpu_seconds(worker), time.monotonic())
     print(f"  creating {args.tasks} tasks, 16 in flight; capacity {args.capacity}")
     created, first_sent = await create_all(api, args.tasks, 16)
     print(f"    {len(created)} created in {time.time() - first_sent / 1000:.1f} s")
     statuses = await wait_resolved(api, created, args.timeout)
-    cpu_after = (*cpu_seconds(pid), time.monotonic())
-    own, children, span = (b - a for a, b in zip(cpu_before, cpu_after, strict=True))
+    cpu_after = (*cpu_seconds(pid), *cpu_seconds(worker), time.monotonic())
+    own, _, worker_own, children, span = (b - a for a, b in zip(cpu_before, cpu_after, strict=True))
     runs = {t: s["runs"][-1] for t, s in statuses.items() if s.get("runs")}
     outcomes = Counter(f"{r['state']}/{r.get('reasonResolved') or '-'}" for r in runs.values())
     outcomes["unresolved"] = len(created) - sum(outcomes.values())
@@ -287,7 +296,8 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         cells = "".join(f"{percentile(values, p):>9.1f}" for p in (50, 99)) + f"{max(values):>9.1f}"
         print(f"{key + ', ms':<42}{cells}")
     print(f"{'server CPU ms per task':<42}{own * per:>9.1f}")
-    print(f"{'  its `true` children, CPU ms per task':<42}{children * per:>9.1f}")
+    print(f"{'worker CPU ms per task':<42}{worker_own * per:>9.1f}")
+    print(f"{'  its `true` commands, CPU ms per task':<42}{children * per:>9.1f}")
     print(f"{'server CPU, % of one core':<42}{100 * own / span:>9.0f}")
     print(f"(steps from the logs of {len(rows)} tasks; CPU from the first create until all were resolved)")
     if rows:

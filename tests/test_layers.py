@@ -39,7 +39,7 @@ DRIVERS = {
     "aio_pika": {"events"},
     "boto3": {"artifacts"},
     "botocore": {"artifacts"},
-    "httpx": {"worker"},
+    "aiohttp": {"worker"},
 }
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import logging
 import os
 import re
 import socket
@@ -101,8 +100,6 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
 
 async def run_worker(config: WorkerConfig) -> int:
     from taskyard.worker.worker import Worker
-
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
 
     worker = Worker(config)
     worker.install_signal_handlers()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import httpx
+import aiohttp
 import orjson
 
 from taskyard.auth import hawk_client
@@ -25,6 +25,7 @@ JSON_TYPE = "application/json"
 ATTEMPTS = 5
 CLAIM_TIMEOUT = 60.0  # claimWork long-polls about 20 s on the server
 CALL_TIMEOUT = 30.0
+UPLOAD_TIMEOUT = 300.0
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,12 @@ class QueueClient:
     def __init__(self, root_url: str, *, attempts: int = ATTEMPTS) -> None:
         self.root_url = root_url.rstrip("/")
         self._attempts = attempts
-        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-        self._http = httpx.AsyncClient(timeout=CALL_TIMEOUT, limits=limits)
+        self._http = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=100), timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT)
+        )
 
     async def close(self) -> None:
-        await self._http.aclose()
+        await self._http.close()
 
     def url(self, path: str) -> str:
         return f"{self.root_url}/api/queue/v1{path}"
@@ -85,20 +87,25 @@ class QueueClient:
             if data is not None:
                 headers["Content-Type"] = JSON_TYPE
             try:
-                response = await self._http.request(
-                    method, url, content=data, headers=headers, timeout=timeout
-                )
-            except httpx.HTTPError as exc:
+                status, reason, content = await self._send(method, url, data, headers, timeout)
+            except (aiohttp.ClientError, TimeoutError) as exc:
                 failure: Exception = Unreachable(f"{method} {path}: {type(exc).__name__}: {exc}")
             else:
-                if response.status_code < 400:
-                    return orjson.loads(response.content) if response.content else None
-                failure = _refused(response)
-                if response.status_code < 500:
+                if status < 400:
+                    return orjson.loads(content) if content else None
+                failure = _refused(status, reason, content)
+                if status < 500:
                     raise failure
             if attempt + 1 < self._attempts:
                 await asyncio.sleep(_backoff(attempt))
         raise failure
+
+    async def _send(
+        self, method: str, url: str, data: Any, headers: dict[str, str], timeout: float
+    ) -> tuple[int, str, bytes]:
+        limit = aiohttp.ClientTimeout(total=timeout)
+        async with self._http.request(method, url, data=data, headers=headers, timeout=limit) as response:
+            return response.status, response.reason or "", await response.read()
 
     # The queue's calls ---------------------------------------------------------------------
 
@@ -146,11 +153,11 @@ class QueueClient:
         if encoding != "identity":
             headers["Content-Encoding"] = encoding
         try:
-            response = await self._http.put(put_url, content=chunks, headers=headers, timeout=300.0)
-        except httpx.HTTPError as exc:
+            status, reason, content = await self._send("PUT", put_url, chunks, headers, UPLOAD_TIMEOUT)
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise Unreachable(f"upload: {type(exc).__name__}: {exc}") from None
-        if response.status_code >= 300:
-            raise _refused(response)
+        if status >= 300:
+            raise _refused(status, reason, content)
 
 
 def _authorization(method: str, url: str, data: bytes | None, creds: Credentials) -> str:
@@ -165,15 +172,15 @@ def _authorization(method: str, url: str, data: bytes | None, creds: Credentials
     )
 
 
-def _refused(response: httpx.Response) -> Refused:
+def _refused(status: int, reason: str, content: bytes) -> Refused:
     try:
-        body = orjson.loads(response.content)
+        body = orjson.loads(content)
     except orjson.JSONDecodeError:
         body = None
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return Refused(response.status_code, str(body.get("code", "")), body["message"])
-    text = response.text[:200].strip() or response.reason_phrase
-    return Refused(response.status_code, "", text)
+        return Refused(status, str(body.get("code", "")), body["message"])
+    text = content[:200].decode(errors="replace").strip() or reason
+    return Refused(status, "", text)
 
 
 def _backoff(attempt: int) -> float:
