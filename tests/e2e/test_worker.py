@@ -54,10 +54,12 @@ def sqlite_url(tmp_path: Path, request: pytest.FixtureRequest) -> str:
 
 
 @contextlib.contextmanager
-def server_with_worker(sqlite_url: str, tmp_path: Path, tq: str, **options: Any) -> Iterator[Server]:
+def server_with_worker(
+    sqlite_url: str, tmp_path: Path, tq: str, worker_args: list[str] | None = None, **options: Any
+) -> Iterator[Server]:
     """A server of this test alone (`start_server` options) with a worker on `tq`."""
     own = start_server(sqlite_url, tmp_path / "server", **options)
-    process = WorkerProcess(own, tq, tmp_path / "work").start()
+    process = WorkerProcess(own, tq, tmp_path / "work", args=worker_args or []).start()
     try:
         yield own
     finally:
@@ -247,6 +249,26 @@ def test_short_claims_are_reclaimed_while_the_task_runs(sqlite_url: str, tmp_pat
         run = resolved(queue, task_id, timeout=60)
         assert (run["state"], run["reasonResolved"]) == ("completed", "completed")
         assert "survived" in log_text(short, task_id)
+
+
+def test_a_refused_reclaim_stops_the_task_at_once(sqlite_url: str, tmp_path: Path, tq: str) -> None:
+    # No status checks: only the reclaim, every second with 2 s claims, can tell the worker.
+    quiet = ["--status-interval", "3600"]
+    with server_with_worker(sqlite_url, tmp_path, tq, worker_args=quiet, claim_timeout=2) as short:
+        queue = short.client()
+        marker = tmp_path / "pid"
+        task_id = create(queue, tq, {"command": sh(f"sleep 300 & echo $! > {marker}; wait")})
+        running(queue, task_id)
+        while not marker.exists() or not marker.read_text().strip():
+            time.sleep(0.05)
+        queue.cancelTask(task_id)
+        give_up = time.monotonic() + 20
+        while _alive(int(marker.read_text())):
+            assert time.monotonic() < give_up, "the task's process outlived its refused reclaim"
+            time.sleep(0.1)
+        run = queue.status(task_id)["status"]["runs"][0]
+        assert (run["state"], run["reasonResolved"]) == ("exception", "canceled")
+        assert "reclaim failed, stopping the task" in (tmp_path / "work.log").read_text()
 
 
 def test_sigterm_resolves_running_tasks_worker_shutdown(
