@@ -99,6 +99,7 @@ def test_a_task_completes_with_its_log_and_artifacts(
     assert fetch(server, task_id, "public/out/sub/b.txt").text == "two\n"
     names = {a["name"]: a for a in queue.listArtifacts(task_id, "0")["artifacts"]}
     assert names["public/logs/live.log"]["storageType"] == "link"
+    assert names["public/logs/live.log"]["contentType"] == "text/plain; charset=utf-8"
     assert names["public/logs/live_backing.log"]["storageType"] == "s3"
     assert names["public/a.txt"]["contentType"].startswith("text/plain")
 

@@ -227,7 +227,12 @@ class TaskRun:
 
         async def link() -> None:
             if spec is None or spec.live_log_enabled:
-                body = {"storageType": "link", "artifact": backing, "expires": dates.to_iso(expires)}
+                body = {
+                    "storageType": "link",
+                    "artifact": backing,
+                    "contentType": LOG_TYPE,
+                    "expires": dates.to_iso(expires),
+                }
                 with contextlib.suppress(Refused):  # a convenience; the backing log is there
                     await self._create_artifact(live, body)
 
