@@ -401,3 +401,37 @@ def test_the_worker_uploads_to_s3(moto_s3: str, sqlite_url: str, tmp_path: Path,
         assert located.startswith(moto_s3 + "/artifacts/")
         assert fetch(on_s3, task_id, "public/report.txt").text == "all good\n"
         assert "done" in log_text(on_s3, task_id)
+
+
+def test_a_restarted_worker_clears_what_dead_tasks_left(
+    server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    stale = work / "tasks" / "deadTaskId-0"
+    stale.mkdir(parents=True)
+    (stale / "big.bin").write_bytes(b"x" * 1000)
+    (work / "logs").mkdir()
+    (work / "logs" / "deadTaskId-0.log").write_text("half a log")
+    process = WorkerProcess(server, tq, work).start()
+    try:
+        assert resolved(queue, create(queue, tq, {"command": sh("true")}))["state"] == "completed"
+        assert not stale.exists() and list((work / "logs").iterdir()) == []
+    finally:
+        process.stop()
+
+
+def test_up_s_worker_dies_with_it(sqlite_url: str, tmp_path: Path) -> None:
+    up = start_server(sqlite_url, tmp_path / "up", name="up", command="up", extra_args=["--capacity", "1"])
+    work_dir = str((tmp_path / "up" / "work").absolute())
+    give_up = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", work_dir], capture_output=True).returncode != 0:
+        assert time.monotonic() < give_up, "up started no worker"
+        time.sleep(0.1)
+    assert up.process is not None
+    up.process.kill()
+    up.process.wait(timeout=10)
+    give_up = time.monotonic() + 30
+    while subprocess.run(["pgrep", "-f", work_dir], capture_output=True).returncode == 0:
+        assert time.monotonic() < give_up, "the worker outlived taskyard up"
+        time.sleep(0.1)
+    up.stop()

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from taskyard.config import WorkerConfig
@@ -73,6 +75,7 @@ class Worker:
     async def run(self) -> int:
         """Claim and run tasks until told to stop; answer the exit code."""
         c = self.config
+        await asyncio.to_thread(clear_leftovers, Path(c.work_dir))
         log.info(
             "worker %s/%s claiming from %s, capacity %d",
             c.worker_group,
@@ -191,3 +194,15 @@ def _stop_if_not_running(run: TaskRun, status: Any) -> None:
     why = f"{mine.get('state')}/{mine.get('reasonResolved')}"
     log.info("%s: the run is %s; stopping it", run, why)
     run.abort.set(CANCELED if mine.get("reasonResolved") == "canceled" else f"run {why}")
+
+
+def clear_leftovers(work_dir: Path) -> None:
+    """Remove what a worker that died mid-task left in its work directory: no task of this worker
+    is running yet, and a disk filled by dead tasks would fail the live ones."""
+    for part in ("tasks", "tmp", "logs"):
+        for leftover in sorted((work_dir / part).glob("*")):
+            log.info("removing %s, left by a task that did not finish", leftover)
+            if leftover.is_dir() and not leftover.is_symlink():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
