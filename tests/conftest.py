@@ -11,7 +11,7 @@ import asyncio
 import os
 import shutil
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,3 +185,12 @@ async def published(queue: Queue, storage: Storage) -> AsyncIterator[Published]:
         bus.subscribe(exchange, "#", record.messages.append)
     yield record
     await bus.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait (up to about 5 s) for `condition()` to hold; fail the test if it never does."""
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")

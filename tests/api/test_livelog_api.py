@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -12,6 +11,7 @@ import pytest
 from taskyard.api.app import build_app
 from taskyard.queue import livelogs
 from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.conftest import until
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
 NAME = "public/logs/live.log"
@@ -198,11 +198,3 @@ async def test_a_run_without_a_live_log_is_404(api: Api) -> None:
     task_id, _ = await running_task(api)
     url = livelogs.stream_url(api.queue, task_id, 0, api.clock() + 60_000)
     assert_error(await api.client.get(url), 404, "ResourceNotFound", names=["no live log"])
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never held")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
@@ -21,7 +20,7 @@ from taskyard.model.signed_urls import BadSignature
 from taskyard.queue import artifacts, claims, livelogs, resolvers, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
-from tests.conftest import FakeClock, Published
+from tests.conftest import FakeClock, Published, until
 from tests.queue.helpers import definition, new_id
 
 TQ = "test-prov/test-worker"
@@ -278,11 +277,3 @@ async def test_sweep_deletes_expired_logs_in_batches(
 async def collect(q: Queue, task_id: str, gone: asyncio.Event | None = None) -> str:
     chunks = livelogs.follow(q, task_id, 0, keep_following=True, gone=gone or asyncio.Event())
     return b"".join([c async for c in chunks]).decode()
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(500):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition never held")
