@@ -29,7 +29,7 @@ STATIC_EXPIRES = dates.parse_iso("3000-01-01T00:00:00.000Z")
 Authorize = Callable[[Sequence[str]], None]
 
 
-def _anyone(_scopes: Sequence[str]) -> None:
+def anyone(_scopes: Sequence[str]) -> None:
     """No scope check: for callers that are the deployment itself (tests, set-up)."""
 
 
@@ -150,7 +150,7 @@ async def _require(session: Session, client_id: str) -> Client:
 
 
 async def create_client(
-    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = _anyone
+    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = anyone
 ) -> tuple[Client, str]:
     """Create the client; answer it with its access token, the only time the token is shown.
 
@@ -195,7 +195,7 @@ def _same(client: Client, spec: ClientSpec, scopes: Sequence[str], now: int) -> 
 
 
 async def update_client(
-    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = _anyone
+    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = anyone
 ) -> Client:
     """Change the client's description, expiry and (unless `spec.scopes` is None) scopes; 404 if absent.
 

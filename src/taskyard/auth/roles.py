@@ -7,22 +7,16 @@ idempotent; a different role under an existing id is a 409. A role's scopes are 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
 
-from taskyard.auth.clients import check_scopes
+from taskyard.auth.clients import Authorize, anyone, check_scopes
 from taskyard.auth.service import Auth, scopes_from
 from taskyard.model import roles, scopes
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound
 from taskyard.storage.port import Row, Session
-
-Authorize = Callable[[Sequence[str]], None]
-
-
-def _anyone(_scopes: Sequence[str]) -> None:
-    """No scope check: for callers that are the deployment itself (tests, set-up)."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +75,7 @@ async def _all(session: Session) -> list[RoleRecord]:
 
 
 async def create_role(
-    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = _anyone
+    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = anyone
 ) -> RoleRecord:
     """Create the role; 400 if it would make a dependency cycle, 409 if a different one has the id.
 
@@ -106,7 +100,7 @@ async def create_role(
 
 
 async def update_role(
-    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = _anyone
+    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = anyone
 ) -> RoleRecord:
     """Replace the role's description and scopes; 404 if it does not exist, 400 on a cycle.
 

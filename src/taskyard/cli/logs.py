@@ -14,7 +14,15 @@ import urllib.request
 from typing import Any
 
 from taskyard.cli import http
-from taskyard.cli.tasks import UNRESOLVED, Result, _location, _open, _status_of, copy_content
+from taskyard.cli.tasks import (
+    UNRESOLVED,
+    Result,
+    artifact_request,
+    copy_content,
+    location_of,
+    open_url,
+    status_of,
+)
 
 LIVE_LOG = "public/logs/live.log"
 LIVE_STREAM = "/api/queue/v1/_livelog/"
@@ -39,7 +47,7 @@ def task_log(connection: http.Connection, args: argparse.Namespace) -> Result:
     """Print the latest run's log; with --follow, every run's until the task resolves."""
     shown_run = -1
     while True:
-        status = _status_of(connection, args.task_id, "GET", "/status")
+        status = status_of(connection, args.task_id, "GET", "/status")
         runs = status.get("runs") or []
         if runs and len(runs) - 1 > shown_run and _has_log(connection, args, len(runs) - 1):
             run_id = len(runs) - 1
@@ -47,7 +55,7 @@ def task_log(connection: http.Connection, args: argparse.Namespace) -> Result:
                 print(f"\n--- run {run_id} ---", file=sys.stderr, flush=True)
             _print_log(connection, args, run_id)
             shown_run = run_id
-            status = _status_of(connection, args.task_id, "GET", "/status")
+            status = status_of(connection, args.task_id, "GET", "/status")
         if not args.follow:
             if shown_run < 0:
                 raise http.Failed(f"task {args.task_id} has no log yet: it is {status['state']}")
@@ -65,21 +73,12 @@ def _ending(status: Any) -> Result:
     return Result(status, "", 0 if status["state"] == "completed" else 1)
 
 
-def _artifact_request(
-    connection: http.Connection, args: argparse.Namespace, run_id: int
-) -> urllib.request.Request:
-    name_path = "/".join(http.segment(part) for part in args.name.split("/"))
-    path = f"/task/{http.segment(args.task_id)}/runs/{run_id}/artifacts/{name_path}"
-    url = connection.url("queue", path)
-    request = urllib.request.Request(url, method="GET")
-    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
-    return request
-
-
 def _has_log(connection: http.Connection, args: argparse.Namespace, run_id: int) -> bool:
     """Whether the run's log artifact exists yet (a run's first seconds are before its log)."""
     try:
-        _location(_artifact_request(connection, args, run_id), connection.timeout, args.name)
+        location_of(
+            artifact_request(connection, args.task_id, args.name, run_id), connection.timeout, args.name
+        )
     except http.Refused as exc:
         if exc.status == 404:
             return False
@@ -88,10 +87,12 @@ def _has_log(connection: http.Connection, args: argparse.Namespace, run_id: int)
 
 
 def _print_log(connection: http.Connection, args: argparse.Namespace, run_id: int) -> None:
-    location = _location(_artifact_request(connection, args, run_id), connection.timeout, args.name)
+    location = location_of(
+        artifact_request(connection, args.task_id, args.name, run_id), connection.timeout, args.name
+    )
     if location.startswith(connection.root_url + LIVE_STREAM) and not args.follow:
         location += "&follow=0"
     # A followed stream stays open as long as the run: no read timeout then.
     timeout = None if args.follow else connection.timeout
-    with _open(urllib.request.Request(location), timeout) as response:
+    with open_url(urllib.request.Request(location), timeout) as response:
         copy_content(response, sys.stdout.buffer)

@@ -161,26 +161,26 @@ def create_task(connection: http.Connection, args: argparse.Namespace) -> Result
     return Result({"taskId": task_id, **answer}, f"{status['taskId']} {status['state']}")
 
 
-def _status_of(connection: http.Connection, task_id: str, method: str, action: str = "") -> Any:
+def status_of(connection: http.Connection, task_id: str, method: str, action: str = "") -> Any:
     path = f"/task/{http.segment(task_id)}{action}"
     return http.call(connection, method, path, service="queue")["status"]
 
 
 def task_status(connection: http.Connection, args: argparse.Namespace) -> Result:
     """status: the task's state and a table of its runs."""
-    status = _status_of(connection, args.task_id, "GET", "/status")
+    status = status_of(connection, args.task_id, "GET", "/status")
     return Result(status, status_text(status))
 
 
 def cancel_task(connection: http.Connection, args: argparse.Namespace) -> Result:
     """cancelTask: the task's status afterwards."""
-    status = _status_of(connection, args.task_id, "POST", "/cancel")
+    status = status_of(connection, args.task_id, "POST", "/cancel")
     return Result(status, f"Cancelled task {status['taskId']}.\n{status_text(status)}")
 
 
 def rerun_task(connection: http.Connection, args: argparse.Namespace) -> Result:
     """rerunTask: the task's status with its new run."""
-    status = _status_of(connection, args.task_id, "POST", "/rerun")
+    status = status_of(connection, args.task_id, "POST", "/rerun")
     return Result(status, f"Rerunning task {status['taskId']}.\n{status_text(status)}")
 
 
@@ -243,12 +243,10 @@ class _Stay(urllib.request.HTTPRedirectHandler):
 
 def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Result:
     """getLatestArtifact: follow its 303 to the content and stream it to stdout or `--output`."""
-    name_path = "/".join(http.segment(part) for part in args.name.split("/"))
-    url = connection.url("queue", f"/task/{http.segment(args.task_id)}/artifacts/{name_path}")
-    request = urllib.request.Request(url, method="GET")
-    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
-    location = _location(request, connection.timeout, args.name)
-    with _open(urllib.request.Request(location), connection.timeout) as response:
+    location = location_of(
+        artifact_request(connection, args.task_id, args.name), connection.timeout, args.name
+    )
+    with open_url(urllib.request.Request(location), connection.timeout) as response:
         if args.output:
             with open(args.output, "wb") as target:
                 copy_content(response, target)
@@ -273,7 +271,19 @@ def copy_content(response: Any, out: IO[bytes]) -> None:
         out.flush()
 
 
-def _location(request: urllib.request.Request, timeout: float, name: str) -> str:
+def artifact_request(
+    connection: http.Connection, task_id: str, name: str, run_id: int | None = None
+) -> urllib.request.Request:
+    """A signed getArtifact (or getLatestArtifact, without `run_id`) request for `name`."""
+    name_path = "/".join(http.segment(part) for part in name.split("/"))
+    run = "" if run_id is None else f"/runs/{run_id}"
+    url = connection.url("queue", f"/task/{http.segment(task_id)}{run}/artifacts/{name_path}")
+    request = urllib.request.Request(url, method="GET")
+    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
+    return request
+
+
+def location_of(request: urllib.request.Request, timeout: float, name: str) -> str:
     """Where the queue redirects to; Failed with the reason and message of an error artifact."""
     with http.translated(request):
         try:
@@ -292,7 +302,7 @@ def _location(request: urllib.request.Request, timeout: float, name: str) -> str
                 raise http.refused(exc.code, exc.reason, raw) from None
 
 
-def _open(request: urllib.request.Request, timeout: float | None) -> IO[bytes]:
+def open_url(request: urllib.request.Request, timeout: float | None) -> IO[bytes]:
     with http.translated(request):
         response: IO[bytes] = urllib.request.urlopen(request, timeout=timeout)
     return response

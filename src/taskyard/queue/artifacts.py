@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from taskyard.artifacts.port import BlobStore
-from taskyard.model import artifacts, paging
+from taskyard.model import artifacts, dates, paging
 from taskyard.model.artifacts import Artifact
 from taskyard.model.errors import InputError, InputTooLarge, ResourceExpired, ResourceNotFound, Unavailable
 from taskyard.model.messages import task_message
@@ -107,15 +107,9 @@ def _created(q: Queue, a: Artifact) -> JSONObject:
     return {
         "storageType": "s3",
         "contentType": a.content_type,
-        "expires": _iso(url_expires),
+        "expires": dates.to_iso(url_expires),
         "putUrl": put_url,
     }
-
-
-def _iso(ms: int) -> str:
-    from taskyard.model import dates
-
-    return dates.to_iso(ms)
 
 
 async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> None:
@@ -164,7 +158,7 @@ async def follow(
             authorize(chain)
             found = await _get(session, task_id, run_id, target)
     if found.expires < q.clock():
-        raise ResourceExpired(f"artifact {found.name} expired at {_iso(found.expires)}")
+        raise ResourceExpired(f"artifact {found.name} expired at {dates.to_iso(found.expires)}")
     return found
 
 

@@ -93,7 +93,7 @@ async def _run_one(
             stderr=write_fd,
             start_new_session=True,  # its own process group, so a kill reaches its children too
         )
-    except (FileNotFoundError, PermissionError, NotADirectoryError, OSError) as exc:
+    except OSError as exc:  # not there, not executable, a bad cwd...
         os.close(read_fd)
         message = f"could not run command {shlex.join(argv)}: {exc.strerror or exc}"
         log.error(message)

@@ -58,8 +58,6 @@ class TaskRun:
         self.client = client
         self.abort = Abort()
         self.started = time.monotonic()
-        self.outcome: Outcome | None = None
-        self.command_seconds = 0.0
         base = Path(config.work_dir)
         self.name = f"{self.task_id}-{self.run_id}"
         self.task_dir = base / "tasks" / self.name
@@ -168,7 +166,6 @@ class TaskRun:
         return env
 
     async def _run_commands(self, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
-        started = time.monotonic()
         result = await run_commands(
             spec.command,
             cwd=self.task_dir.absolute(),
@@ -177,7 +174,6 @@ class TaskRun:
             abort=self.abort,
             log=tasklog,
         )
-        self.command_seconds = time.monotonic() - started
         return self._judge(result, spec, tasklog)
 
     def _judge(self, result: Result, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:

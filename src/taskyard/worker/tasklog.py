@@ -25,9 +25,7 @@ Append = Callable[[int, str, bool], Awaitable[int]]  # (offset, text, final) -> 
 
 
 def now_iso() -> str:
-    import time
-
-    return dates.to_iso(int(time.time() * 1000))
+    return dates.to_iso(dates.now_ms())
 
 
 class TaskLog:

@@ -147,7 +147,7 @@ async def upload_one(
                 "storageType": "error",
                 "reason": item.reason,
                 "message": item.message,
-                "expires": _iso(item.expires),
+                "expires": dates.to_iso(item.expires),
             }
             await create(item.name, body)
             if item.optional:
@@ -202,7 +202,7 @@ async def upload_file(
         body = {
             "storageType": "s3",
             "contentType": item.content_type,
-            "expires": _iso(item.expires),
+            "expires": dates.to_iso(item.expires),
             "contentLength": size,
         }
         answer = await create(item.name, body)
@@ -237,7 +237,3 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
     with path.open("rb") as f:
         while chunk := await asyncio.to_thread(f.read, READ_SIZE):
             yield chunk
-
-
-def _iso(ms: int) -> str:
-    return dates.to_iso(ms)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from taskyard.config import WorkerConfig
-from taskyard.worker.client import Credentials, QueueClient, Refused
-from taskyard.worker.task import CANCELED, SHUTDOWN, Outcome, TaskRun
+from taskyard.worker.client import Credentials, QueueClient
+from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
 
 log = logging.getLogger(__name__)
 EXIT_DONE = 0
@@ -40,7 +40,6 @@ class Worker:
         self._changed = asyncio.Event()  # a task finished, or the worker was told to stop
         self._draining = False
         self._exit_code = EXIT_DONE
-        self.finished: list[tuple[TaskRun, Outcome | None]] = []
 
     # Stopping ------------------------------------------------------------------------------
 
@@ -108,7 +107,7 @@ class Worker:
             started = time.monotonic()
             try:
                 claims = await self._claim(min(free, MAX_CLAIM))
-            except (Refused, Exception) as exc:
+            except Exception as exc:  # the queue is down or refused: wait, then ask again
                 failures += 1
                 delay = min(MAX_BACKOFF, 0.5 * 2**failures)
                 log.warning("claimWork failed (%s); trying again in %.1f s", exc, delay)
@@ -154,8 +153,7 @@ class Worker:
 
         async def go() -> None:
             try:
-                outcome = await run.run()
-                self.finished.append((run, outcome))
+                await run.run()
             finally:
                 self.running.pop(key, None)
                 self._changed.set()
