@@ -7,14 +7,20 @@ resolver failed on the task's resolution forever, so no dependent task anywhere 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from taskyard.model import dates, slugid
 from taskyard.queue import resolvers, service, tasks
-from tests.api.conftest import TASK_QUEUE_ID, Api, task_definition
+from tests.api.conftest import AUTH_PREFIX, TASK_QUEUE_ID, Api, assert_error, task_definition
 from tests.conftest import Published
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
 WORKER = {"workerGroup": "wg", "workerId": "w1"}
+WORKER_PATH = "/provisioners/api-prov/worker-types/api-wt/workers/wg/w1"
 FAR = "9999-12-31T23:59:59.999Z"
+RULE = "from 1970-01-01T00:00:00.000Z to 9998-12-31T23:59:59.999Z"
 
 
 async def complete(api: Api, task_id: str) -> None:
@@ -38,6 +44,13 @@ async def b_then_c(api: Api) -> str:
     while await resolvers.resolve_dependencies(api.queue):
         pass
     return await state(api, c)
+
+
+async def test_a_task_expiring_in_the_year_9999_is_refused(api: Api) -> None:
+    a = slugid.nice()
+    refused = await api.call("PUT", f"/task/{a}", task_definition(api.clock, expires=FAR))
+    assert_error(refused, 400, "InputValidationError", names=["body.expires", RULE])
+    assert await b_then_c(api) == "pending"
 
 
 async def insert_unchecked(api: Api, expires: str = FAR) -> str:
@@ -79,3 +92,64 @@ async def test_a_stored_group_past_the_year_9999_does_not_stop_dependency_resolu
     resolved = [m for m in await published.collect() if m.exchange == "task-group-resolved"]
     assert a in [m.body["taskGroupId"] for m in resolved]
     assert [m.body["expires"] for m in resolved if m.body["taskGroupId"] == a] == [FAR]
+
+
+# Every date a client sends, refused out of range with a 400 naming the field -------------------
+
+
+async def create_task_with(api: Api, field: str, value: str) -> Any:
+    return await api.call("PUT", f"/task/{slugid.nice()}", task_definition(api.clock, **{field: value}))
+
+
+async def create_artifact_with(api: Api, field: str, value: str) -> Any:
+    task_id, _ = await api.create_task()
+    await api.call("POST", f"/claim-work/{QUEUE}", {**WORKER, "tasks": 1})
+    body = {"storageType": "reference", "url": "https://example.com/a", "contentType": "text/plain"}
+    return await api.call("POST", f"/task/{task_id}/runs/0/artifacts/public%2Fa", {**body, field: value})
+
+
+async def quarantine_with(api: Api, field: str, value: str) -> Any:
+    return await api.call("PUT", WORKER_PATH, {field: value})
+
+
+async def declare_with(api: Api, field: str, value: str) -> Any:
+    return await api.call("PUT", "/provisioners/api-prov/worker-types/api-wt/wg/w1", {field: value})
+
+
+async def create_client_with(api: Api, field: str, value: str) -> Any:
+    body = {"description": "d", "expires": "2999-01-01T00:00:00.000Z", field: value}
+    return await api.call("PUT", "/clients/far%2Fclient", body, prefix=AUTH_PREFIX)
+
+
+async def update_client_with(api: Api, field: str, value: str) -> Any:
+    body = {"description": "d", "expires": "2999-01-01T00:00:00.000Z"}
+    created = await api.call("PUT", "/clients/far%2Fclient", body, prefix=AUTH_PREFIX)
+    assert created.status_code == 200, created.text
+    return await api.call("POST", "/clients/far%2Fclient", {**body, field: value}, prefix=AUTH_PREFIX)
+
+
+SENDERS = [
+    (create_task_with, "created"),
+    (create_task_with, "deadline"),
+    (create_task_with, "expires"),
+    (create_artifact_with, "expires"),
+    (quarantine_with, "quarantineUntil"),
+    (declare_with, "expires"),
+    (create_client_with, "expires"),
+    (update_client_with, "expires"),
+]
+
+
+@pytest.mark.parametrize(("send", "field"), SENDERS, ids=[f"{s.__name__}-{f}" for s, f in SENDERS])
+@pytest.mark.parametrize(
+    "value",
+    [
+        FAR,
+        "9999-12-31T23:00:00-05:00",  # the year 10000 in UTC
+        "1969-12-31T23:59:59.999Z",
+    ],
+)
+async def test_a_date_out_of_range_is_refused_naming_the_field(
+    api: Api, send: Any, field: str, value: str
+) -> None:
+    assert_error(await send(api, field, value), 400, "InputValidationError", names=[f"body.{field}", RULE])
