@@ -282,6 +282,30 @@ async def test_list_paging_and_sweep(api: Api, store: LocalStore, clock: FakeClo
     assert_error(gone, 404, "ResourceNotFound")
 
 
+async def test_a_blob_that_cannot_be_deleted_does_not_stop_the_sweep(
+    api: Api, store: LocalStore, clock: FakeClock
+) -> None:
+    good, _ = await running_task(api)
+    await upload(api, good, "public/good", b"x")
+    bad, _ = await running_task(api)
+    await upload(api, bad, "public/bad", b"x")
+    # The bad blob's file is now a directory with something in it: the store can't delete it.
+    (blob,) = [p for p in (Path(store.directory) / bad).rglob("*") if p.is_file() and p.suffix != ".meta"]
+    blob.unlink()
+    blob.mkdir()
+    (blob / "stray").write_bytes(b"x")
+    clock.advance(3 * 3600)
+    assert await resolvers.sweep_expired(api.queue) >= 1
+    gone = await api.call("GET", f"/task/{good}/runs/0/artifacts/public/good", creds=None)
+    assert_error(gone, 404, "ResourceNotFound")
+    # The bad one is set aside, its row kept so its blob is not forgotten, and not tried at once again.
+    kept = await api.call("GET", f"/task/{bad}/runs/0/artifacts/public/bad", creds=None)
+    assert_error(kept, 410, "ResourceExpired")
+    assert api.queue.metrics.value("resolver_rows_set_aside_total", resolver="expiry-sweeper") == 1
+    await resolvers.sweep_expired(api.queue)
+    assert api.queue.metrics.value("resolver_rows_set_aside_total", resolver="expiry-sweeper") == 1
+
+
 async def test_a_declared_length_past_the_limit_is_refused_before_any_upload(
     api: Api, store: LocalStore
 ) -> None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from taskyard.model import errors, schema
+from taskyard.model import dates, errors, schema
 
 IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 
@@ -234,8 +234,10 @@ def test_where_prefixes_the_path() -> None:
         "2024-01-31t12:00:00.1z",
         "2024-01-31 12:00:00+01:00",
         "2024-01-31T12:00:00-0530",
-        "0001-01-01T00:00:00.000Z",
-        "9999-12-31T23:59:59.999Z",
+        "1970-01-01T00:00:00.000Z",
+        "1970-01-01T01:00:00+01:00",
+        "9998-12-31T23:59:59.999Z",
+        "9999-01-01T00:00:00+00:01",  # 9998-12-31T23:59Z
     ],
 )
 def test_date_time_accepts(value: str) -> None:
@@ -253,13 +255,31 @@ def test_date_time_accepts(value: str) -> None:
         "20240131T120000Z",
         " 2024-01-31T12:00:00Z",
         "2024-01-31T12:00:00Z\n",
-        "9999-12-31T23:00:00-05:00",  # year 10000 in UTC
-        "0001-01-01T00:00:00+01:00",  # year 0 in UTC
         "next tuesday",
     ],
 )
 def test_date_time_refuses(value: str) -> None:
     assert error_of(schema.date_time(), value).startswith("body must be a date-time with a timezone")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-01-01T00:00:00.000Z",  # the year 9999 is headroom for what taskyard adds to a date
+        "9999-12-31T23:59:59.999Z",
+        "9999-12-31T23:00:00-05:00",  # year 10000 in UTC
+        "1969-12-31T23:59:59.999Z",
+        "1970-01-01T00:59:59+01:00",  # 1969 in UTC
+        "0001-01-01T00:00:00.000Z",
+        "0001-01-01T00:00:00+01:00",  # year 0 in UTC
+    ],
+)
+def test_date_time_refuses_what_a_client_may_not_send(value: str) -> None:
+    assert error_of(schema.date_time(), value) == (
+        "body must be a date-time from 1970-01-01T00:00:00.000Z to 9998-12-31T23:59:59.999Z"
+    )
+    with pytest.raises(dates.OutOfRange):
+        schema.to_millis(value)
 
 
 def test_date_time_refuses_non_strings() -> None:

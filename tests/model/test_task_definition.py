@@ -230,13 +230,24 @@ def test_expires_equal_to_deadline_is_fine() -> None:
     check(make_body(deadline=iso(dates.DAY), expires=iso(dates.DAY)))
 
 
+RANGE = "must be a date-time from 1970-01-01T00:00:00.000Z to 9998-12-31T23:59:59.999Z"
+
+
 @pytest.mark.parametrize("deadline", ["0500-01-01T00:00:00Z", "0001-01-01T00:00:00Z"])
-def test_ancient_deadline_is_an_input_error(deadline: str) -> None:
-    assert input_error(make_body(deadline=deadline)).startswith("deadline must not be before created")
+def test_ancient_deadline_is_refused_naming_the_field(deadline: str) -> None:
+    assert validation_error(make_body(deadline=deadline)) == f"body.deadline {RANGE}"
 
 
-def test_far_expiry_is_fine() -> None:
-    assert check(make_body(expires="9999-12-31T23:59:59.999Z"))["expires"] == "9999-12-31T23:59:59.999Z"
+@pytest.mark.parametrize("field", ["created", "deadline", "expires"])
+@pytest.mark.parametrize(
+    "value", ["9999-12-31T23:59:59.999Z", "9999-01-01T00:00:00Z", "1969-12-31T23:59:59Z"]
+)
+def test_dates_out_of_range_are_refused_naming_the_field(field: str, value: str) -> None:
+    assert validation_error(make_body(**{field: value})) == f"body.{field} {RANGE}"
+
+
+def test_the_latest_expiry_is_fine() -> None:
+    assert check(make_body(expires="9998-12-31T23:59:59.999Z"))["expires"] == "9998-12-31T23:59:59.999Z"
 
 
 # queue identity --------------------------------------------------------------------------------
@@ -514,12 +525,12 @@ def test_with_defaults_fills_without_validating() -> None:
     assert body == {"priority": "normal", "deadline": "2024-03-02T12:00:00Z", "bogus": 1}
 
 
-@pytest.mark.parametrize("deadline", [None, 5, "soon", "9999-12-31T12:00:00Z"])
+@pytest.mark.parametrize("deadline", [None, 5, "soon", "9998-06-30T12:00:00Z", "9999-12-31T12:00:00Z"])
 def test_with_defaults_tolerates_any_deadline(deadline: object) -> None:
     filled = task_definition.with_defaults(TASK_ID, {"deadline": deadline})
     assert isinstance(filled, dict)
-    if deadline == "9999-12-31T12:00:00Z":
-        assert filled["expires"] == "9999-12-31T23:59:59.999Z"
+    if deadline == "9998-06-30T12:00:00Z":  # a year later is past the latest date: that, then
+        assert filled["expires"] == "9998-12-31T23:59:59.999Z"
     else:
         assert "expires" not in filled
 

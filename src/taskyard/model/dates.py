@@ -1,6 +1,13 @@
 """Dates as TaskCluster writes them: ISO 8601 UTC with milliseconds and `Z`.
 
 Inside taskyard every instant is an int of milliseconds since the epoch.
+
+Two ranges matter. Every instant in the years 0001 to 9999 (UTC) can be printed; `to_iso` never
+raises, and shows anything beyond those years as the nearest printable instant. A date a client
+sends must fall in a narrower range, `EARLIEST` to `LATEST`: from the epoch to the end of the year
+9998. The year of headroom above it (`HEADROOM`) is there so that what taskyard derives from a
+client's date by adding to it (a task group lives an hour past its last task's expiry, a default
+expiry is a year past the deadline) still prints with four digits.
 """
 
 from __future__ import annotations
@@ -18,6 +25,18 @@ DAY = 24 * HOUR
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EXTRA_DIGITS = re.compile(r"(\.\d{6})\d+")
+_ONE_MS = timedelta(milliseconds=1)
+
+FIRST_PRINTABLE: Millis = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS  # 0001-01-01T00:00:00.000Z
+LAST_PRINTABLE: Millis = (datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC) - _EPOCH) // _ONE_MS
+EARLIEST: Millis = 0  # 1970-01-01T00:00:00.000Z
+LATEST: Millis = (datetime(9999, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS - 1  # 9998-12-31T23:59:59.999Z
+HEADROOM = 365 * DAY  # the most taskyard may add to a client's date; the year 9999 has 365 days
+assert LATEST + HEADROOM <= LAST_PRINTABLE
+
+
+class OutOfRange(ValueError):
+    """A well-formed date-time outside the range allowed where it was given."""
 
 
 def now_ms() -> Millis:
@@ -26,13 +45,21 @@ def now_ms() -> Millis:
 
 
 def to_iso(ms: Millis) -> str:
-    """`2026-11-22T00:18:26.007Z` for an epoch-millisecond instant."""
-    dt = datetime.fromtimestamp(ms / 1000, tz=UTC)
-    return f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
+    """`2026-11-22T00:18:26.007Z` for an epoch-millisecond instant; never raises.
+
+    An instant past the printable years (only a row stored before the client range was enforced
+    can hold one) is shown as the first or last printable instant.
+    """
+    dt = _EPOCH + timedelta(milliseconds=min(max(ms, FIRST_PRINTABLE), LAST_PRINTABLE))
+    return f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
 
 
 def parse_iso(value: str) -> Millis:
-    """Parse an ISO 8601 date-time with a timezone; raises ValueError otherwise."""
+    """Parse an ISO 8601 date-time with a timezone; raises ValueError otherwise.
+
+    OutOfRange (a ValueError) if the instant is outside the years 0001 to 9999 in UTC, which a
+    timezone offset can push it to: `to_iso` could not print it back.
+    """
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
@@ -41,4 +68,17 @@ def parse_iso(value: str) -> Millis:
     dt = datetime.fromisoformat(text)
     if dt.tzinfo is None:
         raise ValueError("a date-time needs a timezone (end it with Z)")
-    return (dt - _EPOCH) // timedelta(milliseconds=1)
+    ms = (dt - _EPOCH) // _ONE_MS
+    if not FIRST_PRINTABLE <= ms <= LAST_PRINTABLE:
+        raise OutOfRange(f"a date-time must fall in the years 0001 to 9999 in UTC, not {value[:40]!r}")
+    return ms
+
+
+RANGE_RULE = f"must be a date-time from {to_iso(EARLIEST)} to {to_iso(LATEST)}"
+
+
+def check_range(ms: Millis) -> Millis:
+    """`ms` if a client may send it (EARLIEST to LATEST); OutOfRange otherwise."""
+    if not EARLIEST <= ms <= LATEST:
+        raise OutOfRange(RANGE_RULE)
+    return ms

@@ -34,9 +34,6 @@ _ARTICLED = {
 }
 _SIMPLE_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
 _KEY_SHOWN = 64
-# The instants Python's datetime can name in UTC: 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z.
-_FIRST_MS = -62135596800000
-_LAST_MS = 253402300799999
 # RFC 3339 as JSON Schema's `date-time` format reads it; dates.parse_iso then checks the calendar.
 _DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}(:?\d{2})?)")
 
@@ -114,13 +111,14 @@ def date_time() -> Schema:
 
 
 def to_millis(value: str) -> Millis:
-    """The instant named by a string that `date_time()` accepts; raises ValueError for others."""
+    """The instant named by a string that `date_time()` accepts; raises ValueError for others.
+
+    dates.OutOfRange (a ValueError) for a well-formed date-time a client may not send: one
+    outside dates.EARLIEST to dates.LATEST.
+    """
     if _DATE_TIME.fullmatch(value) is None:
         raise ValueError(f"not an RFC 3339 date-time: {value[:40]!r}")
-    ms = dates.parse_iso(value[:10] + "T" + value[11:])
-    if not _FIRST_MS <= ms <= _LAST_MS:
-        raise ValueError("a date-time must fall between the years 1 and 9999 in UTC")
-    return ms
+    return dates.check_range(dates.parse_iso(value[:10] + "T" + value[11:]))
 
 
 # Rules --------------------------------------------------------------------------------------
@@ -221,7 +219,11 @@ class _Object(Schema):
 class _DateTime(Schema):
     def check(self, value: JSON, path: str) -> None:
         _expect_type(value, path, "string")
-        if not _parses(value):
+        try:
+            to_millis(value)
+        except dates.OutOfRange:
+            _fail(path, dates.RANGE_RULE)
+        except (ValueError, OverflowError):
             _fail(path, "must be a date-time with a timezone, like 2024-01-31T12:00:00.000Z")
 
 
@@ -290,14 +292,6 @@ def _count(n: int, unit: str) -> str:
 
 def _show(value: JSON) -> str:
     return value if isinstance(value, str) else json.dumps(value)
-
-
-def _parses(value: str) -> bool:
-    try:
-        to_millis(value)
-    except (ValueError, OverflowError):
-        return False
-    return True
 
 
 def _check_unique(items: list[JSON], path: str) -> None:

@@ -84,7 +84,6 @@ KEYS = (
     "tags",
     "extra",
 )
-_LAST_DATE = datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -183,14 +182,14 @@ def _default_expires(deadline: object) -> str | None:
 
 
 def _plus_one_year(ms: Millis) -> Millis:
+    """One calendar year later, but no later than the last date a client may send."""
     instant = _EPOCH + timedelta(milliseconds=ms)
+    if instant.year >= 9998:  # a year later is past dates.LATEST
+        return dates.LATEST
     try:
         later = instant.replace(year=instant.year + 1)
-    except ValueError:  # 29 February, or past the year 9999
-        if instant.year >= _LAST_DATE.year:
-            later = _LAST_DATE
-        else:
-            later = instant.replace(year=instant.year + 1, month=3, day=1)
+    except ValueError:  # 29 February
+        later = instant.replace(year=instant.year + 1, month=3, day=1)
     return (later - _EPOCH) // timedelta(milliseconds=1)
 
 

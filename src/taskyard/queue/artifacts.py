@@ -188,15 +188,45 @@ async def list_artifacts(q: Queue, task_id: str, run_id: int | None, page: pagin
 
 
 async def sweep_expired(q: Queue) -> int:
-    """Delete artifacts that expired more than 30 minutes ago, with their blobs; answer how many."""
+    """Delete artifacts that expired more than 30 minutes ago, with their blobs; answer how many.
+
+    An artifact whose blob can't be deleted is set aside: its row stays, so its blob is not
+    forgotten, and it is tried again later.
+    """
+    held = service.held(q, service.EXPIRY_SWEEPER)
     async with q.storage.reader() as session:
-        rows = await session.fetch("expired_artifacts", q.clock() - EXPIRY_GRACE_MS, SWEEP_BATCH)
-    if not rows:
-        return 0
-    keys = [f"{r['task_id']}/{r['run_id']}/{r['name']}" for r in rows if r["storage_type"] == "s3"]
-    if keys:
-        await blobs(q).delete(keys)
+        found = await session.fetch("expired_artifacts", q.clock() - EXPIRY_GRACE_MS, SWEEP_BATCH + len(held))
+    rows = await _delete_blobs(q, [r for r in found if _sweep_key(r) not in held][:SWEEP_BATCH])
     async with q.storage.transaction() as tx:
         for r in rows:
             await tx.execute("delete_artifact", r["task_id"], r["run_id"], r["name"])
     return len(rows)
+
+
+def _sweep_key(row: Row) -> str:
+    return f"artifact {row['task_id']}/{row['run_id']}/{row['name']}"
+
+
+async def _delete_blobs(q: Queue, rows: list[Row]) -> list[Row]:
+    """Delete the blobs of these rows' s3 artifacts; answer the rows whose blobs are gone.
+
+    All at once first; if that fails, one at a time, setting aside each that fails again.
+    """
+    keys = [f"{r['task_id']}/{r['run_id']}/{r['name']}" for r in rows if r["storage_type"] == "s3"]
+    try:
+        if keys:
+            await blobs(q).delete(keys)
+        return rows
+    except Exception:
+        log.warning("deleting %d expired blobs failed; deleting them one at a time", len(keys), exc_info=True)
+    gone = []
+    for r in rows:
+        try:
+            if r["storage_type"] == "s3":
+                await blobs(q).delete([f"{r['task_id']}/{r['run_id']}/{r['name']}"])
+        except Exception as exc:
+            service.set_aside(q, service.EXPIRY_SWEEPER, _sweep_key(r), r["task_id"], exc)
+            continue
+        q.set_aside[service.EXPIRY_SWEEPER].release(_sweep_key(r))
+        gone.append(r)
+    return gone

@@ -272,12 +272,29 @@ async def _wait(woken: asyncio.Event, gone: asyncio.Event, timeout: float) -> No
 
 
 async def sweep_expired(q: Queue) -> int:
-    """Delete up to SWEEP_BATCH live logs whose expiry has passed, chunks first; answer how many."""
+    """Delete up to SWEEP_BATCH live logs whose expiry has passed, chunks first; answer how many.
+
+    One that fails is set aside and tried again later; the others go on.
+    """
+    held = service.held(q, service.EXPIRY_SWEEPER)
     async with q.storage.reader() as session:
-        rows = await session.fetch("expired_live_logs", q.clock(), SWEEP_BATCH)
-    for row in rows:
-        await _delete(q, row["task_id"], row["run_id"])
-    return len(rows)
+        found = await session.fetch("expired_live_logs", q.clock(), SWEEP_BATCH + len(held))
+    done = 0
+    for row in [r for r in found if _sweep_key(r) not in held][:SWEEP_BATCH]:
+        try:
+            await _delete(q, row["task_id"], row["run_id"])
+        except Unavailable:
+            raise
+        except Exception as exc:
+            service.set_aside(q, service.EXPIRY_SWEEPER, _sweep_key(row), row["task_id"], exc)
+            continue
+        q.set_aside[service.EXPIRY_SWEEPER].release(_sweep_key(row))
+        done += 1
+    return done
+
+
+def _sweep_key(row: Row) -> str:
+    return f"live log {row['task_id']}/{row['run_id']}"
 
 
 async def _delete(q: Queue, task_id: str, run_id: int) -> None:

@@ -3,6 +3,10 @@
 Each is safe to run in several processes on one PostgreSQL: candidates are found with a
 query, and every change goes through `service.transition()`, whose conditional update lets
 only one process win; the losers see the new state and leave it alone.
+
+One bad row never stops a resolver: a row it fails on is set aside (`service.set_aside`: logged,
+counted, held back for a while that grows with each failure) and the rest of the batch goes on.
+Only an unavailable database stops a round; the next round tries again.
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from taskyard.model import runs
-from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import artifacts, groups, livelogs, service
-from taskyard.queue.service import Queue
+from taskyard.queue.service import (
+    CLAIM_RESOLVER,
+    DEADLINE_RESOLVER,
+    DEPENDENCY_RESOLVER,
+    EXPIRY_SWEEPER,
+    Queue,
+)
+from taskyard.storage.port import Row, Tx
 
 log = logging.getLogger(__name__)
 BATCH = 32
@@ -25,10 +36,8 @@ EXPIRY_GRACE_MS = 30 * 60 * 1000  # TaskCluster sweeps things that expired more 
 
 async def resolve_expired_claims(q: Queue) -> int:
     """Resolve runs whose claim passed takenUntil: exception claim-expired, retried while retries last."""
-    async with q.storage.reader() as session:
-        rows = await session.fetch("expired_claims", q.clock(), BATCH)
     done = 0
-    for row in rows:
+    for row in await _candidates(q, CLAIM_RESOLVER, "expired_claims", q.clock()):
         expected = row["taken_until"]
 
         def step(rec: TaskRecord, expected: int = expected) -> Change:
@@ -36,51 +45,150 @@ async def resolve_expired_claims(q: Queue) -> int:
                 return Change(rec, changed=False)
             return runs.resolve(rec, len(rec.runs) - 1, "exception", "claim-expired", q.clock())
 
-        done += await _apply(q, row["task_id"], step)
+        done += await _apply(q, CLAIM_RESOLVER, row["task_id"], step)
     return done
 
 
 async def resolve_deadlines(q: Queue) -> int:
     """Resolve tasks past their deadline (plus the configured delay): exception deadline-exceeded."""
     cutoff = q.clock() - int(q.config.deadline_delay * 1000)
-    async with q.storage.reader() as session:
-        rows = await session.fetch("overdue_tasks", cutoff, BATCH)
     done = 0
-    for row in rows:
+    for row in await _candidates(q, DEADLINE_RESOLVER, "overdue_tasks", cutoff):
 
         def step(rec: TaskRecord) -> Change:
             if rec.deadline > cutoff or rec.state in runs.RESOLVED:
                 return Change(rec, changed=False)
             return runs.cancel(rec, q.clock(), reason="deadline-exceeded")
 
-        done += await _apply(q, row["task_id"], step)
+        done += await _apply(q, DEADLINE_RESOLVER, row["task_id"], step)
     return done
 
 
-async def _apply(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> int:
+async def _candidates(q: Queue, job: str, query: str, since: int) -> list[Row]:
+    """Up to BATCH tasks `query` finds, leaving out those `job` set aside."""
+    held = service.held(q, job)
+    async with q.storage.reader() as session:
+        rows = await session.fetch(query, since, BATCH + len(held))
+    return [r for r in rows if _task_key(r["task_id"]) not in held][:BATCH]
+
+
+def _task_key(task_id: str) -> str:
+    return f"task {task_id}"
+
+
+async def _apply(q: Queue, job: str, task_id: str, step: Callable[[TaskRecord], Change]) -> int:
     try:
         change = await service.transition(q, task_id, step)
-    except (ResourceNotFound, TaskyardError) as exc:
-        log.info("resolver skipped task %s: %s", task_id, exc)
+    except (ResourceNotFound, Unavailable) as exc:  # gone meanwhile, or try again next round
+        log.info("%s skipped task %s: %s", job, task_id, exc)
         return 0
+    except Exception as exc:
+        service.set_aside(q, job, _task_key(task_id), task_id, exc)
+        return 0
+    q.set_aside[job].release(_task_key(task_id))
     return int(change.changed)
 
 
 async def resolve_dependencies(q: Queue) -> int:
-    """Process final resolutions: satisfy edges, schedule unblocked dependents, announce resolved groups."""
+    """Process final resolutions: satisfy edges, schedule unblocked dependents, announce resolved groups.
+
+    A batch goes in one transaction. If that fails, each of its resolutions goes on its own, and
+    one that fails again is set aside.
+    """
+    try:
+        return await _resolve_batch(q)
+    except Unavailable:
+        raise
+    except Exception:
+        log.warning("%s: a batch failed; resolving it one row at a time", DEPENDENCY_RESOLVER, exc_info=True)
+    return await _resolve_one_at_a_time(q)
+
+
+async def _resolve_batch(q: Queue) -> int:
+    held = service.held(q, DEPENDENCY_RESOLVER)
     async with q.storage.transaction() as tx:
-        rows = await tx.fetch("take_resolutions", BATCH)
+        taken = await tx.fetch("take_resolutions", BATCH + len(held))
+        rows = [r for r in taken if _resolution_key(r) not in held][:BATCH]
         if not rows:
             return 0
-        resolved = [r["task_id"] for r in rows]
-        completed = [r["task_id"] for r in rows if r["resolution"] == "completed"]
-        edges = await tx.fetch("satisfy_dependencies_of", resolved, completed)
-        for task_id in sorted({e["dependent_task_id"] for e in edges}):
-            if await tx.fetchval("count_open_dependencies", task_id) == 0:
-                await service.transition_tx(q, tx, task_id, lambda rec: _schedule_unblocked(q, rec))
+        for task_id in await _satisfy_tx(tx, rows):
+            await service.transition_tx(q, tx, task_id, lambda rec: _schedule_unblocked(q, rec))
         await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
         await tx.execute("delete_resolutions", [r["id"] for r in rows])
+    for row in rows:
+        q.set_aside[DEPENDENCY_RESOLVER].release(_resolution_key(row))
     return len(rows)
+
+
+async def _satisfy_tx(tx: Tx, rows: list[Row]) -> list[str]:
+    """Satisfy the edges these resolutions satisfy; answer the dependents now ready to schedule.
+
+    Both steps may run again for the same resolutions and answer the same: a dependent is ready
+    until it is scheduled, whether its last edge was satisfied now or by an earlier attempt.
+    """
+    resolved = sorted({r["task_id"] for r in rows})
+    completed = sorted({r["task_id"] for r in rows if r["resolution"] == "completed"})
+    await tx.execute("satisfy_dependencies_of", resolved, completed)
+    return [r["dependent_task_id"] for r in await tx.fetch("unblocked_dependents", resolved)]
+
+
+def _resolution_key(row: Row) -> str:
+    return f"resolution {row['id']}"
+
+
+async def _resolve_one_at_a_time(q: Queue) -> int:
+    held = service.held(q, DEPENDENCY_RESOLVER)
+    async with q.storage.reader() as session:
+        waiting = await session.fetch("waiting_resolutions", BATCH + len(held))
+    done = 0
+    for row in [r for r in waiting if _resolution_key(r) not in held][:BATCH]:
+        try:
+            await _resolve_alone(q, row)
+        except Unavailable:
+            raise
+        except Exception as exc:
+            service.set_aside(q, DEPENDENCY_RESOLVER, _resolution_key(row), row["task_id"], exc)
+            continue
+        q.set_aside[DEPENDENCY_RESOLVER].release(_resolution_key(row))
+        done += 1
+    return done
+
+
+class DependentFailed(Exception):
+    """A dependent a resolution unblocked could not be scheduled."""
+
+
+async def _resolve_alone(q: Queue, row: Row) -> None:
+    """One resolution in steps that each commit, so that what can be done is done.
+
+    Its edges are satisfied, then each dependent it unblocked is scheduled on its own, then its
+    group is announced and the resolution deleted. If a step fails the resolution stays, to be
+    tried again: the steps already done do nothing the second time.
+    """
+    async with q.storage.transaction() as tx:
+        ready = await _satisfy_tx(tx, [row])
+    await _schedule_each(q, ready)
+    async with q.storage.transaction() as tx:
+        if await tx.fetchrow("take_resolution", row["id"]) is None:
+            return  # another process has it, or finished it
+        await groups.announce_resolved_tx(q, tx, [row["task_group_id"]])
+        await tx.execute("delete_resolutions", [row["id"]])
+
+
+async def _schedule_each(q: Queue, task_ids: list[str]) -> None:
+    """Schedule each of these tasks in its own transaction; DependentFailed names any that failed."""
+    failures = []
+    for task_id in task_ids:
+        try:
+            await service.transition(q, task_id, lambda rec: _schedule_unblocked(q, rec))
+        except ResourceNotFound:
+            continue  # expired meanwhile
+        except Unavailable:
+            raise
+        except Exception as exc:
+            failures.append(f"{task_id} ({type(exc).__name__}: {exc})")
+    if failures:
+        raise DependentFailed(f"could not schedule dependent task {', '.join(failures)}")
 
 
 def _schedule_unblocked(q: Queue, rec: TaskRecord) -> Change:
@@ -132,9 +240,9 @@ def start_all(q: Queue) -> list[asyncio.Task[None]]:
     """Start every resolver as a background task of the running loop."""
     interval = q.config.resolver_interval
     specs: list[tuple[str, Callable[[], Awaitable[int]], float, asyncio.Event | None]] = [
-        ("claim-resolver", lambda: resolve_expired_claims(q), interval, None),
-        ("deadline-resolver", lambda: resolve_deadlines(q), interval, None),
-        ("dependency-resolver", lambda: resolve_dependencies(q), interval, q.resolutions_committed),
-        ("expiry-sweeper", lambda: sweep_expired(q), q.config.expiry_interval, None),
+        (CLAIM_RESOLVER, lambda: resolve_expired_claims(q), interval, None),
+        (DEADLINE_RESOLVER, lambda: resolve_deadlines(q), interval, None),
+        (DEPENDENCY_RESOLVER, lambda: resolve_dependencies(q), interval, q.resolutions_committed),
+        (EXPIRY_SWEEPER, lambda: sweep_expired(q), q.config.expiry_interval, None),
     ]
     return [asyncio.create_task(run_forever(*spec), name=spec[0]) for spec in specs]

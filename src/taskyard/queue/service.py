@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -19,7 +20,9 @@ from taskyard.artifacts.port import BlobStore
 from taskyard.config import QueueConfig
 from taskyard.events import outbox
 from taskyard.model import dates, runs, task_definition
+from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.metrics import Counters
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.signed_urls import Signer
 from taskyard.model.types import Clock
@@ -30,6 +33,12 @@ log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
 LIVE_LOG_CHANNEL = "live_log"  # payload `<taskId>/<runId>`: that run's live log grew or closed
 RACE_RETRIES = 8
+# The background jobs, as logs and metric labels name them.
+CLAIM_RESOLVER = "claim-resolver"
+DEADLINE_RESOLVER = "deadline-resolver"
+DEPENDENCY_RESOLVER = "dependency-resolver"
+EXPIRY_SWEEPER = "expiry-sweeper"
+SET_ASIDE_METRIC = "resolver_rows_set_aside_total"
 
 
 class RaceLost(Exception):
@@ -56,6 +65,10 @@ class Queue:
         self.live_log_followers = Followers()
         self.live_log_signer: Signer | None = None
         self.root_url = ""
+        # What this process counts about itself, for a metrics endpoint to read.
+        self.metrics = Counters()
+        # Per background job, the rows it failed on and holds back for a while (see `set_aside`).
+        self.set_aside: defaultdict[str, SetAside] = defaultdict(SetAside)
 
     async def start(self) -> None:
         """Listen for pending-task and live-log notifications from other processes."""
@@ -193,6 +206,32 @@ async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change
         except RaceLost:
             log.debug("lost a race on task %s; retrying", task_id)
     raise Unavailable(f"task {task_id} is changing too often to update; try again")
+
+
+def held(q: Queue, job: str) -> set[str]:
+    """The keys of the rows `job` set aside and should leave alone for now."""
+    return q.set_aside[job].held(q.clock())
+
+
+def set_aside(q: Queue, job: str, key: str, task_id: str, exc: BaseException) -> None:
+    """Hold back a row `job` failed on (`key` names it, like `resolution 12`), so that the rest of
+    its batch goes on; log it and count it.
+
+    The row stays where it is and is tried again on its own once the hold ends, so nothing is lost
+    if the cause goes away; each failure doubles the hold.
+    """
+    until = q.set_aside[job].hold(key, q.clock())
+    q.metrics.inc(SET_ASIDE_METRIC, resolver=job)
+    log.error(
+        "%s set aside %s (taskId %s) until %s after %s: %s",
+        job,
+        key,
+        task_id,
+        dates.to_iso(until),
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+    )
 
 
 def status_of(change: Change) -> dict[str, Any]:

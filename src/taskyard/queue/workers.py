@@ -107,7 +107,9 @@ def worker_body(row: Row) -> dict[str, Any]:
     provisioner_id, worker_type = split(row["task_queue_id"])
     first_claim = row["first_claim"]
     # A worker never quarantined shows a quarantineUntil long past, as TaskCluster's do.
-    quarantine_until = row["quarantine_until"] or first_claim - 10 * 365 * dates.DAY
+    quarantine_until = row["quarantine_until"]
+    if quarantine_until is None:
+        quarantine_until = first_claim - 10 * 365 * dates.DAY
     body = {
         "taskQueueId": row["task_queue_id"],
         "provisionerId": provisioner_id,

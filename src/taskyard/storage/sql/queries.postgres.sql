@@ -30,6 +30,10 @@ SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.insert
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
  ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
 
+-- name: take_resolution
+-- One resolution, unless another process holds it; no row if it is gone or held.
+SELECT id FROM task_resolutions WHERE id = $1 FOR UPDATE SKIP LOCKED
+
 -- name: take_events
 -- Only one relay at a time across processes (the advisory lock keeps commit order). The rows
 -- go with the transaction: deleted if it commits, back in place if it rolls back.
@@ -52,7 +56,15 @@ UPDATE task_dependencies SET satisfied = TRUE
  WHERE NOT satisfied
    AND (required_task_id = ANY($2::text[])
         OR (requires = 'all-resolved' AND required_task_id = ANY($1::text[])))
-RETURNING dependent_task_id
+
+-- name: unblocked_dependents
+-- Dependents of these tasks that wait for no other task and were never scheduled.
+SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
+  JOIN tasks t ON t.task_id = d.dependent_task_id
+ WHERE d.required_task_id = ANY($1::text[]) AND t.state = 'unscheduled'
+   AND NOT EXISTS (SELECT 1 FROM task_dependencies o
+                    WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
+ ORDER BY d.dependent_task_id
 
 -- name: resolved_groups
 -- Of these groups, those with no task still waiting for a final resolution.

@@ -54,9 +54,6 @@ SELECT task_id, runs, claimed_at, definition
 INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, satisfied, expires)
 VALUES ($1, $2, $3, $4, $5)
 
--- name: count_open_dependencies
-SELECT count(*) FROM task_dependencies WHERE dependent_task_id = $1 AND NOT satisfied
-
 -- name: list_dependents
 SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task_id
  WHERE d.required_task_id = $1
@@ -65,6 +62,10 @@ SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task
 
 -- name: insert_resolution
 INSERT INTO task_resolutions (task_id, task_group_id, resolution) VALUES ($1, $2, $3)
+
+-- name: waiting_resolutions
+-- The oldest final resolutions, without taking them (the resolver takes them one at a time).
+SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
 
 -- name: get_group
 SELECT * FROM task_groups WHERE task_group_id = $1

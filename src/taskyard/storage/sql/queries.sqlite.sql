@@ -19,6 +19,9 @@ SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.insert
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
 
+-- name: take_resolution
+SELECT id FROM task_resolutions WHERE id = $1
+
 -- name: take_events
 -- BEGIN IMMEDIATE already makes this the only writer; $2 (the lock key elsewhere) is unused.
 DELETE FROM outbox
@@ -40,7 +43,15 @@ UPDATE task_dependencies SET satisfied = TRUE
  WHERE NOT satisfied
    AND (required_task_id IN (SELECT value FROM json_each($2))
         OR (requires = 'all-resolved' AND required_task_id IN (SELECT value FROM json_each($1))))
-RETURNING dependent_task_id
+
+-- name: unblocked_dependents
+-- Dependents of these tasks that wait for no other task and were never scheduled.
+SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
+  JOIN tasks t ON t.task_id = d.dependent_task_id
+ WHERE d.required_task_id IN (SELECT value FROM json_each($1)) AND t.state = 'unscheduled'
+   AND NOT EXISTS (SELECT 1 FROM task_dependencies o
+                    WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
+ ORDER BY d.dependent_task_id
 
 -- name: resolved_groups
 -- Of these groups, those with no task still waiting for a final resolution.
