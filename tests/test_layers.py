@@ -1,4 +1,4 @@
-"""Dependencies point down only (STYLE.md): model, then adapters, then services, then edges."""
+"""Dependencies point down only (docs/architecture.md, Layers): model, adapters, services, edges."""
 
 from __future__ import annotations
 

@@ -129,7 +129,7 @@ async def test_trailing_newline_is_not_a_valid_parameter(api: Api) -> None:
 
 
 async def test_worker_type_parameter_follows_the_reference_pattern(api: Api) -> None:
-    """queue.md §0: the `workerType` URL parameter is `^[a-zA-Z0-9-_]{1,38}$`, like provisionerId.
+    """The `workerType` URL parameter is `^[a-zA-Z0-9-_]{1,38}$`, like provisionerId.
 
     TaskCluster declares `workerType: GENERIC_ID_PATTERN` for its URL parameters; an identifier such as
     `Upper_Case` is therefore not malformed in a URL (an unknown worker type is 404, not 400).

@@ -1,7 +1,7 @@
 """Hawk verification against what the real clients send: mohawk and the taskcluster Python client.
 
-Vectors marked "auth.md" come from shared/reference/auth.md §6.3-6.4 (checked there against the real
-server's validator).
+The known-good vectors below were computed with TaskCluster's Python client and mohawk, and accepted
+by TaskCluster's own server-side validator.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ def temp_request(cert: object, client_id: str = "tester", **ext: Any) -> hawk.Re
 
 
 # ---------------------------------------------------------------------------------------------------
-# auth.md §6.4: Hawk headers and bewits from mohawk / the Python client.
+# Known-good vectors: Hawk headers and bewits from mohawk / the Python client.
 
 
 async def test_reference_get_header() -> None:
@@ -238,7 +238,7 @@ async def test_reference_signed_url_with_authorized_scopes(monkeypatch: pytest.M
 
 
 # ---------------------------------------------------------------------------------------------------
-# auth.md §6.3: temporary credentials from the real Python client.
+# Known-good vectors: temporary credentials from the real Python client.
 
 TEMP_VECTORS = [
     pytest.param(

@@ -1,5 +1,6 @@
 """Authentication: anything not signed by a known client is a 401 with `www-authenticate: hawk`
-(reference §4); unsigned calls are anonymous. Clients made through the auth API: test_auth_service.py.
+(docs/protocol.md, Authentication); unsigned calls are anonymous. Clients made through the auth API:
+test_auth_service.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""cancelTask and task groups: sealing, cancelling, listing (reference §3, §7, §10 "cancel / task groups")."""
+"""cancelTask and task groups: sealing, cancelling, listing (docs/protocol.md, Task groups)."""
 
 from __future__ import annotations
 

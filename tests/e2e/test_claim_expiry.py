@@ -1,5 +1,5 @@
 """Claims that are not reclaimed expire: the claim resolver of a server started with `--claim-timeout 2`
-(reference §3, §5, §10 "claim resolver")."""
+(docs/protocol.md, The run state machine)."""
 
 from __future__ import annotations
 

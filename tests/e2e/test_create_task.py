@@ -1,4 +1,4 @@
-"""createTask through a real server (reference §2, §4, §10 "createtask")."""
+"""createTask through a real server (docs/protocol.md, Task definitions)."""
 
 from __future__ import annotations
 

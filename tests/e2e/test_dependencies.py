@@ -1,5 +1,5 @@
 """Dependencies, deadlines, rerunTask and scheduleTask
-(reference §3, §5, §7, §10 "deadline / dependencies" and "rerun / schedule")."""
+(docs/protocol.md, The run state machine; Task groups and dependencies)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reading the queue: tasks/statuses, counts, pending and claimed lists, priorities, task queues and
-workers, quarantine (reference §1, §5, §10 "misc")."""
+workers, quarantine (docs/protocol.md, Queue API)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Resolving runs: reportCompleted / reportFailed / reportException, repeats, conflicts and retries
-(reference §3, §4, §10 "resolve / retry")."""
+(docs/protocol.md, The run state machine)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Two `taskyard serve` processes on one PostgreSQL database: wake-ups cross processes (LISTEN/NOTIFY)
-and concurrent claims never hand one task to two workers (reference §11)."""
+and concurrent claims never hand one task to two workers (docs/architecture.md, How claimWork wakes)."""
 
 from __future__ import annotations
 

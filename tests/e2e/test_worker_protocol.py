@@ -1,5 +1,5 @@
 """The worker protocol: claimWork's long poll, claimTask, reclaimTask and task credentials
-(reference §5, §10 "claimwork / claimtask / reclaim")."""
+(docs/protocol.md, The worker protocol)."""
 
 from __future__ import annotations
 

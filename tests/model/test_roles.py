@@ -1,4 +1,4 @@
-"""Role expansion, role validation and dependency cycles: the vectors of auth.md §3.5 and §6.2."""
+"""Role expansion, role validation and dependency cycles, against known-good vectors (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ def role_list(spec: dict[str, list[str]]) -> list[roles.Role]:
     return [roles.Role(role_id, tuple(granted)) for role_id, granted in spec.items()]
 
 
-# roles | input | output, sorted (auth.md §6.2)
+# roles | input | output, sorted
 EXPANSION: list[tuple[dict[str, list[str]], list[str], list[str]]] = [
     (
         {"a": ["A"], "aa": ["AA"], "ab": ["AB"], "a*": ["ASTAR"]},
@@ -207,7 +207,7 @@ def test_runaway_expansion_stops() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# A naive transcription of §3.5 and random role sets
+# A naive transcription of the expansion rule, and random role sets
 
 
 def naive_grants(scope: str, role: roles.Role) -> list[str]:

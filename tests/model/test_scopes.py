@@ -1,4 +1,4 @@
-"""Scopes, expressions, templates and the 403 message: the vectors of auth.md §3 and §6.1."""
+"""Scopes, expressions, templates and the 403 message, against known-good vectors (docs/protocol.md)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from taskyard.api import queue_v1
 from taskyard.model import scopes
 
-# held | expression | satisfied | scopesSatisfying (auth.md §6.1)
+# held | expression | satisfied | scopesSatisfying
 SATISFACTION: list[tuple[list[str], Any, bool, list[str] | None]] = [
     ([], {"AllOf": []}, True, []),
     ([], {"AnyOf": []}, False, None),
@@ -143,7 +143,7 @@ def test_malformed_expression_is_a_value_error_when_evaluated() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Sort, normalize, merge (§3.4, §6.1)
+# Sort, normalize, merge
 
 
 def test_sort_order_of_the_reference() -> None:
@@ -176,7 +176,7 @@ def test_merge_vector() -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Templates (§3.3)
+# Templates
 
 
 def test_render_placeholders() -> None:
@@ -383,7 +383,7 @@ def _loop_sources(template: Any) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The 403 message (§3.6)
+# The 403 message
 
 
 def test_insufficient_scopes_message_for_a_client() -> None:

@@ -1,4 +1,4 @@
-"""The events each change publishes: exchanges, routing keys, CCs and bodies (reference §8)."""
+"""The events each change publishes: exchanges, routing keys, CCs and bodies (docs/protocol.md, Events)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The run state machine through the queue service, on every storage backend (reference §3, §4, §10)."""
+"""The run state machine through the queue service, on every storage backend (docs/protocol.md)."""
 
 from __future__ import annotations
 

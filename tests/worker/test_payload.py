@@ -168,7 +168,7 @@ def test_parsed_payload_is_frozen() -> None:
         parse(body()).max_run_time = 5  # type: ignore[misc]
 
 
-# Schema failures: the exact log (reference C.4) ---------------------------------------------------
+# Schema failures: the exact log, as generic-worker writes it -----------------------------------
 
 
 def test_empty_payload_prints_the_schema_and_every_error() -> None:

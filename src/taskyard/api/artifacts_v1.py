@@ -1,4 +1,4 @@
-"""The queue's artifact routes (queue.md §6), with TaskCluster's paths, names and scopes.
+"""The queue's artifact routes (docs/protocol.md, Artifacts), with TaskCluster's paths, names and scopes.
 
 Names are `{name:path}`: they hold `/`. getArtifact and friends check
 `queue:get-artifact:<name>` for every name on the link chain they follow (AllOf).

@@ -98,7 +98,7 @@ class Route:
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:
-    """Refuse path parameters that break their pattern; answers them with runId made canonical."""
+    """Refuse path parameters that break their pattern; answers them unchanged (`run_id()` reads runId)."""
     for name, value in params.items():
         pattern = _COMPILED.get(name)
         if pattern is not None and not pattern.fullmatch(value):

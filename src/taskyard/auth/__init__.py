@@ -1,1 +1,1 @@
-"""Authentication: Hawk, temporary credentials and (later) clients, roles and scopes."""
+"""Authentication and the auth service: Hawk, temporary credentials, clients, roles, built-in clients."""

@@ -7,7 +7,7 @@ from taskyard.model.errors import ConfigError
 
 
 def open_bus(url: str) -> EventBus:
-    """`memory://` for the in-process bus; RabbitMQ (`amqp://`) comes with its own adapter."""
+    """`memory://` for the in-process bus, the only one so far; RabbitMQ (`amqp://`) is not built yet."""
     if url.startswith("memory://"):
         from taskyard.events.memory import MemoryBus
 

@@ -1,6 +1,6 @@
 """Artifacts as pure rules: names, request bodies per storage type, re-create and acceptance rules.
 
-Reference queue.md §6. An artifact belongs to one run of a task and is keyed by its name;
+See docs/protocol.md, Artifacts. An artifact belongs to one run of a task and is keyed by its name;
 `s3` artifacts hold a blob in the blob store, `reference` a URL, `link` another artifact of
 the same run, `error` why the worker could not upload.
 """
@@ -152,7 +152,7 @@ def check_run_accepts(run: JSONObject | None, now: Millis) -> None:
 
 
 def recreate(old: Artifact, new: Artifact) -> Artifact:
-    """What re-creating `old` as `new` stores, or 409 (queue.md §6 re-create rules)."""
+    """What re-creating `old` as `new` stores, or 409 (the re-create rules: docs/protocol.md, Artifacts)."""
     expires = max(old.expires, new.expires)
     if old.storage_type == "reference" and new.storage_type == "link":
         return replace(new, content_type=old.content_type, expires=expires)

@@ -1,4 +1,4 @@
-"""Roles: `assume:<roleId>` grants the role's scopes, expanded to a fixed point (auth.md §3.5).
+"""Roles: `assume:<roleId>` grants the role's scopes, expanded to a fixed point (docs/protocol.md, Scopes).
 
 With `P = "assume:" + roleId`, a scope `s` makes a role apply when
 * the roleId has no final `*` and `s` satisfies `P` (its scopes are granted literally), or

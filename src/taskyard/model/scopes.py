@@ -1,4 +1,4 @@
-"""Scopes, scope expressions and the scope templates of API definitions (auth.md §3.1-3.4, §3.6).
+"""Scopes, scope expressions and the scope templates of API definitions (docs/protocol.md, Scopes).
 
 A scope is printable ASCII. A held scope `p` satisfies a required scope `r` when they are equal, or
 when `p` ends with `*` and `r` starts with `p[:-1]`; a `*` anywhere else is literal. An expression
@@ -29,7 +29,7 @@ class TemplateError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Validity and satisfaction (§3.1)
+# Validity and satisfaction
 
 
 def valid_scope(scope: object) -> bool:
@@ -70,7 +70,7 @@ def satisfies_all(held: Iterable[str], required: Iterable[str]) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Expressions (§3.2)
+# Expressions
 
 
 def _operator(expr: Mapping[str, Any]) -> tuple[str, list[Any]]:
@@ -161,7 +161,7 @@ def _simplify(held: _Held, expr: Expression) -> Expression | None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Templates (§3.3)
+# Templates
 
 
 def render(template: Template, params: Mapping[str, object]) -> Expression | None:
@@ -245,7 +245,7 @@ def _is_name(value: object) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Sort, normalize, merge (§3.4)
+# Sort, normalize, merge
 
 
 def scope_sort_key(scope: str) -> tuple[str, int]:
@@ -274,7 +274,7 @@ def merge(a: Iterable[str], b: Iterable[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The 403 message (§3.6)
+# The 403 message
 
 
 def _show(expr: Expression) -> str:

@@ -48,7 +48,7 @@ def _from_row(row: Row) -> Artifact:
 
 
 async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: Any) -> JSONObject:
-    """Create or re-create an artifact (idempotent for an identical body); 400/409 per queue.md §6."""
+    """Create or re-create an artifact (idempotent for an identical body); 400/409: docs/protocol.md."""
     artifacts.check_name(name)
     new = artifacts.from_request(task_id, run_id, name, body, q.clock())
     declared = new.details.get("contentLength")

@@ -19,7 +19,7 @@ MAX_TASKS_PER_CLAIM = 32
 
 
 def credentials(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str], taken_until: int) -> Any:
-    """Temporary credentials for one run, valid until `taken_until` (seed 003, reference §5)."""
+    """Temporary credentials for one run, valid until `taken_until` (docs/protocol.md, Task credentials)."""
     issuer_id, issuer_token = q.credentials_issuer
     scopes = [
         f"queue:reclaim-task:{rec.task_id}/{run_id}",

@@ -1,9 +1,10 @@
 """The queue's shared machinery: the `Queue` object, task records in storage, and applying changes.
 
-Every state change goes through `transition()`: read the task row (locked on PostgreSQL),
-compute the change with the pure state machine (`model.runs`), then write it with a
+A change to an existing task goes through `transition()`: read the task row (locked on PostgreSQL),
+compute the change with the pure state machine (`model.runs`), then write it with `apply_tx()`: a
 conditional update on the row's version, together with its claim-index rows, its
-dependency record and its events, in one transaction.
+dependency record and its events, in one transaction. claimWork and createTask call `apply_tx()`
+themselves, on rows they have just locked or inserted.
 """
 
 from __future__ import annotations

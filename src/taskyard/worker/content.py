@@ -1,6 +1,6 @@
 """The Content-Type and Content-Encoding an artifact is uploaded with, guessed from its file name.
 
-Reference C.1: a payload may set `contentType` and `contentEncoding` per artifact; otherwise
+As in generic-worker's payload, an artifact may set `contentType` and `contentEncoding`; otherwise
 the worker guesses the type from the extension and gzips everything except files that are
 already compressed, where gzip would only cost time.
 """
@@ -69,5 +69,5 @@ def content_encoding(path: str) -> str:
 
 
 def _suffix(path: str) -> str:
-    # Payload paths may use either separator (reference C.1); only the last component matters.
+    # Payload paths may use either separator, as generic-worker allows; only the last component matters.
     return PurePosixPath(path.replace("\\", "/")).suffix.lower()

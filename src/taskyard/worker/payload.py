@@ -1,6 +1,6 @@
 """The generic-worker task payload that `taskyard worker` runs, checked before anything starts.
 
-Reference C.1 and C.4 (POSIX only). `parse` turns a task's payload into a `Payload` with every
+POSIX only (docs/protocol.md, The worker). `parse` turns a task's payload into a `Payload` with every
 default filled in, or raises `MalformedPayload` carrying the exact lines the task log shows, so
 the worker can report exception/malformed-payload without running a command.
 
@@ -24,7 +24,7 @@ from taskyard.worker import jsonschema
 DEFAULT_MAX_RUN_TIME_LIMIT = 86400
 DEFAULT_LIVE_LOG = "public/logs/live.log"
 DEFAULT_BACKING_LOG = "public/logs/live_backing.log"
-# Features generic-worker knows (reference C.1). A task may name them, but only the logs exist here.
+# Features generic-worker knows. A task may name them, but only the logs exist here.
 KNOWN_FEATURES = (
     "backingLog", "chainOfTrust", "interactive", "liveLog", "loopbackAudio", "loopbackVideo",
     "resourceMonitor", "runAsAdministrator", "runTaskAsCurrentUser", "taskclusterProxy",
@@ -140,7 +140,7 @@ class Payload:
 class MalformedPayload(Exception):
     """The payload is unusable.
 
-    `lines` are what the task log shows (reference C.4); `summary` is one line for the report.
+    `lines` are what the task log shows, worded as generic-worker's; `summary` is one line for the report.
     """
 
     def __init__(self, lines: list[str], summary: str) -> None:
@@ -206,7 +206,7 @@ def _artifact(entry: JSONObject, task_expires: Millis) -> ArtifactSpec:
     return ArtifactSpec(
         type=entry["type"],
         path=path,
-        # Payload paths may use either separator (reference C.1); artifact names use "/".
+        # Payload paths may use either separator, as generic-worker allows; artifact names use "/".
         name=entry.get("name", path.replace("\\", "/")),
         expires=task_expires if expires is None else schema.to_millis(expires),
         content_type=entry.get("contentType"),

@@ -1,6 +1,6 @@
 """The worker: claim up to free capacity, run each claim, watch for cancellations, shut down cleanly.
 
-Exit codes follow generic-worker's: 0 after `stop()` with nothing left, 71 after SIGINT (running
+Exit codes follow generic-worker's: 0 after `drain(EXIT_DONE)`, 71 after SIGINT (running
 tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
 A second SIGINT acts as SIGTERM.
