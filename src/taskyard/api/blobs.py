@@ -14,8 +14,9 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from taskyard.api.errors import error_body
+from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
-from taskyard.model.errors import InputTooLarge, ResourceNotFound, TaskyardError
+from taskyard.model.errors import ResourceNotFound, TaskyardError
 
 PATH = "/api/queue/v1/_blobs/{key:path}"
 
@@ -38,9 +39,7 @@ async def _put(services: Any, request: Request) -> Response:
     key = _check_key(request.path_params["key"])
     content_type = request.headers.get("content-type", "")
     store.verify("PUT", key, dict(request.query_params), content_type)
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > store.max_bytes:
-        raise InputTooLarge(f"the artifact is {declared} bytes; at most {store.max_bytes} are accepted")
+    check_content_length(request.headers.get("content-length"), store.max_bytes, "the artifact")
     await store.write(key, request.stream(), content_type, request.headers.get("content-encoding"))
     return Response(status_code=200)
 

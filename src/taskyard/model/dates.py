@@ -17,7 +17,7 @@ HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EXTRA_DIGITS = re.compile(r"(\.\d{6})\d+")
+_EXTRA_DIGITS = re.compile(r"(\.[0-9]{6})[0-9]+")
 
 
 def now_ms() -> Millis:
