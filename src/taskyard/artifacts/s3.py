@@ -8,12 +8,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import boto3
 
+from taskyard.model.artifacts import IDENTITY, PUT_URL_TTL_MS
 from taskyard.model.errors import ConfigError
 from taskyard.model.types import Clock
 
 
 class S3Store:
     """Blobs in one bucket under `<taskId>/<runId>/<name>`; every URL is presigned and expiring."""
+
+    put_url_ttl_ms = PUT_URL_TTL_MS
 
     def __init__(
         self, bucket: str, *, endpoint: str | None, region: str, clock: Clock, max_bytes: int = 1024**3
@@ -26,8 +29,11 @@ class S3Store:
     def _ttl(self, expires: int) -> int:
         return max(1, (expires - self._clock()) // 1000)
 
-    def put_url(self, key: str, content_type: str, expires: int) -> str:
+    def put_url(self, key: str, *, content_type: str, content_encoding: str, expires: int, token: str) -> str:
+        del token  # S3 can't check what the queue knows of the upload
         params = {"Bucket": self.bucket, "Key": key, "ContentType": content_type}
+        if content_encoding != IDENTITY:
+            params["ContentEncoding"] = content_encoding
         return str(
             self._client.generate_presigned_url("put_object", Params=params, ExpiresIn=self._ttl(expires))
         )
