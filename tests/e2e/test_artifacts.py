@@ -159,5 +159,10 @@ def test_s3_artifacts_on_moto(moto_s3: str, db_url: str, tmp_path: Path, tq: str
         task_id = s3_story(server, tq)
         located = server.client().artifact(task_id, 0, "private/secret.json")["url"]
         assert located.startswith(moto_s3 + "/artifacts/") and "Signature" in located
+        packed = gzip.compress(b"zipped\n")
+        put_s3(server.client(), task_id, "public/z.txt", packed, "text/plain", "gzip")
+        url = server.client({}).buildUrl("getArtifact", task_id, 0, "public/z.txt")
+        got = requests.get(url, timeout=30, stream=True)
+        assert got.headers["Content-Encoding"] == "gzip" and got.raw.read() == packed
     finally:
         server.stop()
