@@ -77,6 +77,7 @@ def test_a_put_url_signs_its_content_type_encoding_and_token(tmp_path: Path, clo
     assert local.verify_put(KEY, plain, "text/plain", "identity") == "t0k"
     for bad in (
         dict(plain, u="other"),
+        dict(plain, u="t0k\nx"),
         dict(plain, ce="gzip"),  # claims an encoding the signature doesn't cover
         dict(packed, ce="br"),
         {k: v for k, v in packed.items() if k != "ce"},

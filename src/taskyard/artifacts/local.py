@@ -17,6 +17,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from urllib.parse import quote, urlencode
@@ -29,6 +30,7 @@ from taskyard.model.types import Clock
 
 BLOB_PREFIX = "/api/queue/v1/_blobs/"
 URL_PURPOSE = "taskyard-blobs"
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as secrets.token_urlsafe makes them
 
 
 class LocalStore:
@@ -69,7 +71,7 @@ class LocalStore:
     def verify_put(self, key: str, query: dict[str, str], content_type: str, content_encoding: str) -> str:
         expires = signed_urls.expiry(query, "upload URL")
         declared, token = query.get("ce", IDENTITY), query.get("u", "")
-        if declared not in CONTENT_ENCODINGS or not token:
+        if declared not in CONTENT_ENCODINGS or not _TOKEN.fullmatch(token):
             raise BadSignature("the upload URL's signature does not match")
         parts = _put_parts(key, expires, content_type, declared, token)
         if not self._signer.matches(parts, query.get("s", "")):
@@ -81,7 +83,7 @@ class LocalStore:
         if content_encoding != declared:
             raise BadSignature(
                 f"the upload URL is signed for Content-Encoding {declared}, as createArtifact declared "
-                f"(identity: none), and the PUT sent {content_encoding}; declare its contentEncoding "
+                f"(identity: none), and the PUT sent {content_encoding[:40]}; declare its contentEncoding "
                 "in createArtifact"
             )
         return token
