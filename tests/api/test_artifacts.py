@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -50,24 +51,42 @@ async def create(
     )
 
 
-async def upload(
-    api: Api, task_id: str, name: str, data: bytes, content_type: str = "text/plain", **headers: str
-) -> str:
-    response = await create(api, task_id, name, {"storageType": "s3", "contentType": content_type})
+async def put_url(api: Api, task_id: str, name: str, content_type: str = "text/plain", **body: Any) -> str:
+    response = await create(api, task_id, name, {"storageType": "s3", "contentType": content_type, **body})
     assert response.status_code == 200, response.text
-    body = response.json()
-    assert set(body) == {"storageType", "contentType", "expires", "putUrl"}
-    put = await api.client.put(
-        body["putUrl"], content=data, headers={"content-type": content_type, **headers}
+    answer = response.json()
+    assert set(answer) == {"storageType", "contentType", "expires", "putUrl"}
+    return str(answer["putUrl"])
+
+
+async def put(
+    api: Api, url: str, data: bytes | AsyncIterator[bytes], content_type: str = "text/plain", **headers: str
+) -> httpx.Response:
+    return await api.client.put(url, content=data, headers={"content-type": content_type, **headers})
+
+
+async def upload(
+    api: Api, task_id: str, name: str, data: bytes, content_type: str = "text/plain", encoding: str = ""
+) -> str:
+    """createArtifact (declaring `encoding` if any), then PUT `data` with that Content-Encoding."""
+    url = await put_url(
+        api, task_id, name, content_type, **({"contentEncoding": encoding} if encoding else {})
     )
-    assert put.status_code == 200, put.text
-    return str(body["putUrl"])
+    sent = await put(api, url, data, content_type, **({"content-encoding": encoding} if encoding else {}))
+    assert sent.status_code == 200, sent.text
+    return url
+
+
+async def download(api: Api, task_id: str, name: str) -> httpx.Response:
+    redirect = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/{name}")
+    assert redirect.status_code == 303, redirect.text
+    return await api.client.get(redirect.headers["location"])
 
 
 async def test_s3_upload_and_download(api: Api, store: LocalStore) -> None:
     task_id, _ = await running_task(api)
     packed = gzip.compress(b"hello log\n")
-    await upload(api, task_id, "public/logs/live.log", packed, "text/plain", **{"content-encoding": "gzip"})
+    await upload(api, task_id, "public/logs/live.log", packed, "text/plain", "gzip")
     await upload(api, task_id, "private/secret.json", b'{"s": 1}', "application/json")
 
     anonymous = await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/logs/live.log", creds=None)
@@ -316,3 +335,134 @@ async def test_a_declared_length_past_the_limit_is_refused_before_any_upload(
     assert (await api.call("GET", f"/task/{task_id}/runs/0/artifacts")).json()["artifacts"] == []
     fits = await create(api, task_id, "public/huge.bin", {**body, "contentLength": MAX_BYTES})
     assert fits.status_code == 200
+
+
+# Upload URLs on the local store write once, while the run takes artifacts, with what was declared.
+
+
+async def test_an_upload_url_writes_once(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    url = await put_url(api, task_id, "public/a.txt")
+    too_big = await put(api, url, b"x" * (MAX_BYTES + 1))
+    assert_error(too_big, 413, "InputTooLarge")  # a failed upload does not use the URL up
+    assert (await put(api, url, b"first")).status_code == 200
+    again = await put(api, url, b"second")
+    assert_error(again, 403, "InsufficientScopes", names=["already uploaded", "writes once"])
+    assert (await download(api, task_id, "public/a.txt")).content == b"first"
+
+    # Re-creating the artifact (a worker retrying, say) answers a new URL, which writes once too.
+    newer = await put_url(api, task_id, "public/a.txt")
+    assert newer != url
+    assert_error(await put(api, url, b"third"), 403, "InsufficientScopes")
+    assert (await put(api, newer, b"fourth")).status_code == 200
+    assert_error(await put(api, newer, b"fifth"), 403, "InsufficientScopes", names=["already uploaded"])
+    assert (await download(api, task_id, "public/a.txt")).content == b"fourth"
+
+
+async def test_a_newer_url_replaces_an_unused_one(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    older = await put_url(api, task_id, "public/a.txt")
+    newer = await put_url(api, task_id, "public/a.txt")
+    assert_error(await put(api, older, b"old"), 403, "InsufficientScopes", names=["replaced"])
+    assert (await put(api, newer, b"new")).status_code == 200
+    assert (await download(api, task_id, "public/a.txt")).content == b"new"
+
+
+@pytest.mark.parametrize("resolution", ["completed", "failed"])
+async def test_no_upload_once_the_run_is_resolved(api: Api, store: LocalStore, resolution: str) -> None:
+    task_id, creds = await running_task(api)
+    url = await put_url(api, task_id, "public/late.txt")
+    assert (await api.call("POST", f"/task/{task_id}/runs/0/{resolution}", creds=creds)).status_code == 200
+    late = await put(api, url, b"late")
+    assert_error(late, 403, "InsufficientScopes", names=[resolution, "can no longer be uploaded"])
+    missing = await download(api, task_id, "public/late.txt")
+    assert_error(missing, 404, "ResourceNotFound")
+    assert not any(p.is_file() for p in Path(store.directory).rglob("*"))
+
+
+async def test_uploads_after_an_exception_last_as_long_as_creating_artifacts(
+    api: Api, store: LocalStore, clock: FakeClock
+) -> None:
+    task_id, creds = await running_task(api, retries=0)
+    early = await put_url(api, task_id, "public/early.txt")
+    later = await put_url(api, task_id, "public/later.txt")
+    body = {"reason": "malformed-payload"}
+    reported = await api.call("POST", f"/task/{task_id}/runs/0/exception", body, creds=creds)
+    assert reported.status_code == 200
+    assert (await put(api, early, b"in time")).status_code == 200
+    clock.advance(26 * 60)  # past the 25 minutes an exception leaves for artifacts
+    assert_error(await put(api, later, b"too late"), 403, "InsufficientScopes", names=["exception"])
+    assert (await download(api, task_id, "public/early.txt")).content == b"in time"
+
+
+async def test_the_upload_url_signs_the_declared_content_encoding(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    packed = gzip.compress(b"zipped\n")
+    gzipped = await put_url(api, task_id, "public/z.txt", contentEncoding="gzip")
+    for sent in ({}, {"content-encoding": "br"}, {"content-encoding": "identity"}):
+        refused = await put(api, gzipped, packed, **sent)
+        assert_error(refused, 403, "InsufficientScopes", names=["signed for Content-Encoding gzip"])
+    assert (await put(api, gzipped, packed, **{"content-encoding": "GZip"})).status_code == 200
+    served = await download(api, task_id, "public/z.txt")
+    assert (served.headers["content-encoding"], served.content) == ("gzip", b"zipped\n")
+
+    # Declaring none is declaring identity: a plain body can't be labelled gzip (and served so).
+    plain = await put_url(api, task_id, "public/p.txt")
+    mislabelled = await put(api, plain, b"plain\n", **{"content-encoding": "gzip"})
+    assert_error(mislabelled, 403, "InsufficientScopes", names=["identity", "contentEncoding"])
+    assert (await put(api, plain, b"plain\n", **{"content-encoding": "identity"})).status_code == 200
+    served = await download(api, task_id, "public/p.txt")
+    assert "content-encoding" not in served.headers and served.content == b"plain\n"
+
+    tampered = gzipped.replace("ce=gzip", "ce=br")
+    assert_error(await put(api, tampered, packed, **{"content-encoding": "br"}), 403, "InsufficientScopes")
+    unknown = await create(
+        api,
+        task_id,
+        "public/c",
+        {"storageType": "s3", "contentType": "text/plain", "contentEncoding": "compress"},
+    )
+    assert_error(unknown, 400, "InputValidationError", names=["contentEncoding"])
+    changed = await create(api, task_id, "public/z.txt", {"storageType": "s3", "contentType": "text/plain"})
+    assert_error(changed, 409, "RequestConflict")
+    same = await create(
+        api,
+        task_id,
+        "public/p.txt",
+        {"storageType": "s3", "contentType": "text/plain", "contentEncoding": "identity"},
+    )
+    assert same.status_code == 200, same.text  # identity, declared or not, is one encoding
+
+
+async def test_of_two_puts_racing_with_one_url_one_is_kept(api: Api, store: LocalStore) -> None:
+    task_id, _ = await running_task(api)
+    url = await put_url(api, task_id, "public/race.txt")
+    reading, go_on = asyncio.Event(), asyncio.Event()
+
+    async def slow() -> AsyncIterator[bytes]:
+        reading.set()  # the server reads the body: this PUT was allowed to begin
+        yield b"slow "
+        await go_on.wait()
+        yield b"body"
+
+    first = asyncio.create_task(put(api, url, slow()))
+    await reading.wait()
+    assert (await put(api, url, b"fast body")).status_code == 200
+    go_on.set()
+    assert_error(await first, 403, "InsufficientScopes", names=["already uploaded"])
+    assert (await download(api, task_id, "public/race.txt")).content == b"fast body"
+    assert not [p for p in Path(store.directory).rglob("*.part")]
+
+
+@pytest.mark.parametrize("length", [b"\xb2", b"\xd9\xa3", b"1" * 5000, b"-1", b""])
+async def test_a_signed_put_with_a_bad_content_length_is_a_4xx(
+    api: Api, store: LocalStore, length: bytes
+) -> None:
+    task_id, _ = await running_task(api)
+    url = await put_url(api, task_id, "public/a.txt")
+    sent = await api.client.put(
+        url, content=b"x", headers=[(b"content-type", b"text/plain"), (b"content-length", length)]
+    )
+    assert 400 <= sent.status_code < 500, sent.text
+    assert_error(sent, sent.status_code, "InputTooLarge" if length == b"1" * 5000 else "InputError")
+    assert (await put(api, url, b"x")).status_code == 200  # and the URL is not used up

@@ -30,11 +30,17 @@ def query(url: str) -> dict[str, str]:
     return dict(parse_qsl(urlsplit(url).query))
 
 
+def put_url(local: LocalStore, expires: int, encoding: str = "identity", token: str = "t0k") -> str:
+    return local.put_url(
+        KEY, content_type="text/plain", content_encoding=encoding, expires=expires, token=token
+    )
+
+
 async def test_round_trip_and_delete(tmp_path: Path, clock: FakeClock) -> None:
     local = store(tmp_path, clock)
-    url = local.put_url(KEY, "text/plain", clock() + 1000)
+    url = put_url(local, clock() + 1000, "gzip")
     assert url.startswith("http://h:1/api/queue/v1/_blobs/" + KEY)
-    local.verify("PUT", KEY, query(url), "text/plain")
+    assert local.verify_put(KEY, query(url), "text/plain", "gzip") == "t0k"
     assert await local.write(KEY, chunks(b"abc", b"de"), "text/plain", "gzip") == 5
     blob = local.open(KEY)
     assert (blob.path.read_bytes(), blob.content_type, blob.content_encoding) == (
@@ -51,19 +57,60 @@ async def test_signatures_and_limit(tmp_path: Path, clock: FakeClock) -> None:
     local = store(tmp_path, clock)
     url = local.get_url(KEY, clock() + 1000)
     with pytest.raises(BadSignature):
-        local.verify("PUT", KEY, query(url), "")
+        local.verify_put(KEY, query(url), "", "identity")
     with pytest.raises(BadSignature):
-        local.verify("GET", KEY + "x", query(url), "")
+        local.verify_get(KEY + "x", query(url))
     with pytest.raises(BadSignature):
-        LocalStore(str(tmp_path), "http://h", "other", max_bytes=1, clock=clock).verify(
-            "GET", KEY, query(url), ""
-        )
+        LocalStore(str(tmp_path), "http://h", "other", max_bytes=1, clock=clock).verify_get(KEY, query(url))
     clock.advance(2)
     with pytest.raises(BadSignature):
-        local.verify("GET", KEY, query(url), "")
+        local.verify_get(KEY, query(url))
     with pytest.raises(InputTooLarge):
         await local.write(KEY, chunks(b"123456", b"789012"), "text/plain", None)
     assert not any(p.is_file() for p in tmp_path.rglob("*"))
+
+
+def test_a_put_url_signs_its_content_type_encoding_and_token(tmp_path: Path, clock: FakeClock) -> None:
+    local = store(tmp_path, clock)
+    plain, packed = query(put_url(local, clock() + 1000)), query(put_url(local, clock() + 1000, "gzip"))
+    assert "ce" not in plain and packed["ce"] == "gzip"
+    assert local.verify_put(KEY, plain, "text/plain", "identity") == "t0k"
+    for bad in (
+        dict(plain, u="other"),
+        dict(plain, u="t0k\nx"),
+        dict(plain, ce="gzip"),  # claims an encoding the signature doesn't cover
+        dict(packed, ce="br"),
+        {k: v for k, v in packed.items() if k != "ce"},
+        {k: v for k, v in plain.items() if k != "u"},
+    ):
+        with pytest.raises(BadSignature, match="signature does not match"):
+            local.verify_put(KEY, bad, "text/plain", "identity")
+    with pytest.raises(BadSignature, match="Content-Type"):
+        local.verify_put(KEY, plain, "text/html", "identity")
+    with pytest.raises(BadSignature, match="signed for Content-Encoding identity"):
+        local.verify_put(KEY, plain, "text/plain", "gzip")
+    with pytest.raises(BadSignature, match="signed for Content-Encoding gzip"):
+        local.verify_put(KEY, packed, "text/plain", "identity")
+
+
+async def test_a_refused_commit_keeps_nothing_and_leaves_the_old_blob(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    local = store(tmp_path, clock)
+    assert await local.write(KEY, chunks(b"first"), "text/plain", None) == 5
+
+    async def refuse() -> None:
+        raise BadSignature("no")
+
+    with pytest.raises(BadSignature):
+        await local.write(KEY, chunks(b"second"), "text/html", "gzip", refuse)
+    blob = local.open(KEY)
+    assert (blob.path.read_bytes(), blob.content_type, blob.content_encoding) == (
+        b"first",
+        "text/plain",
+        None,
+    )
+    assert sorted(p.name.endswith(".part") for p in tmp_path.rglob("*") if p.is_file()) == [False, False]
 
 
 def test_open_blob_store(tmp_path: Path) -> None:

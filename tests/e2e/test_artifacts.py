@@ -23,15 +23,17 @@ def worker_queue(server: Server, claim: dict[str, Any]) -> taskcluster.Queue:
 
 
 def put_s3(
-    worker: taskcluster.Queue, task_id: str, name: str, data: bytes, content_type: str, **headers: str
-) -> None:
-    answer = worker.createArtifact(
-        task_id, 0, name, {"storageType": "s3", "contentType": content_type, "expires": expires()}
-    )
-    reply = requests.put(
-        answer["putUrl"], data=data, headers={"Content-Type": content_type, **headers}, timeout=30
-    )
+    worker: taskcluster.Queue, task_id: str, name: str, data: bytes, content_type: str, encoding: str = ""
+) -> str:
+    """createArtifact (declaring `encoding` if any) and PUT `data` with it; answers the putUrl."""
+    body = {"storageType": "s3", "contentType": content_type, "expires": expires()}
+    headers = {"Content-Type": content_type}
+    if encoding:
+        body["contentEncoding"] = headers["Content-Encoding"] = encoding
+    answer = worker.createArtifact(task_id, 0, name, body)
+    reply = requests.put(answer["putUrl"], data=data, headers=headers, timeout=30)
     assert reply.status_code == 200, reply.text
+    return str(answer["putUrl"])
 
 
 def check_downloads(server: Server, task_id: str) -> None:
@@ -65,12 +67,25 @@ def test_s3_artifacts_on_the_local_store(server: Server, tq: str) -> None:
     queue = server.client()
     worker = queue  # root may create artifacts too
     packed = gzip.compress(b"zipped\n")
-    put_s3(worker, task_id, "public/z.txt", packed, "text/plain", **{"Content-Encoding": "gzip"})
+    used = put_s3(worker, task_id, "public/z.txt", packed, "text/plain", "gzip")
     got = requests.get(queue.buildUrl("getArtifact", task_id, 0, "public/z.txt"), timeout=30, stream=True)
     assert got.headers["Content-Encoding"] == "gzip" and got.raw.read() == packed
+    headers = {"Content-Type": "text/plain", "Content-Encoding": "gzip"}
+    again = requests.put(used, data=gzip.compress(b"other\n"), headers=headers, timeout=30)
+    assert again.status_code == 403 and "already uploaded" in again.json()["message"]
+    open_url = worker.createArtifact(
+        task_id,
+        0,
+        "public/open.txt",
+        {"storageType": "s3", "contentType": "text/plain", "expires": expires()},
+    )["putUrl"]
+    mislabelled = requests.put(open_url, data=b"plain\n", headers=headers, timeout=30)
+    assert mislabelled.status_code == 403 and "identity" in mislabelled.json()["message"]
     queue.reportCompleted(task_id, 0)
     with refused(409, "RequestConflict"):
         put_s3(worker, task_id, "public/late.txt", b"x", "text/plain")
+    late = requests.put(open_url, data=b"plain\n", headers={"Content-Type": "text/plain"}, timeout=30)
+    assert late.status_code == 403 and "completed" in late.json()["message"]
 
 
 def test_reference_link_error_and_paging(server: Server, tq: str) -> None:
@@ -144,5 +159,10 @@ def test_s3_artifacts_on_moto(moto_s3: str, db_url: str, tmp_path: Path, tq: str
         task_id = s3_story(server, tq)
         located = server.client().artifact(task_id, 0, "private/secret.json")["url"]
         assert located.startswith(moto_s3 + "/artifacts/") and "Signature" in located
+        packed = gzip.compress(b"zipped\n")
+        put_s3(server.client(), task_id, "public/z.txt", packed, "text/plain", "gzip")
+        url = server.client({}).buildUrl("getArtifact", task_id, 0, "public/z.txt")
+        got = requests.get(url, timeout=30, stream=True)
+        assert got.headers["Content-Encoding"] == "gzip" and got.raw.read() == packed
     finally:
         server.stop()

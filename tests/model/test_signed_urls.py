@@ -32,7 +32,8 @@ def test_keys_differ_by_purpose_and_secret() -> None:
 
 def test_expiry() -> None:
     assert signed_urls.expiry({"e": "123"}, "URL") == 123
-    for bad in ({}, {"e": ""}, {"e": "-1"}, {"e": "1e3"}, {"e": "1" * 17}):
+    bad_values = ["", "-1", "+1", " 1", "1\n", "1e3", "1" * 17, "1" * 5000, "\u00b2", "\u0663", "\uff11"]
+    for bad in [{}, *({"e": value} for value in bad_values)]:
         with pytest.raises(BadSignature, match="no valid expiry"):
             signed_urls.expiry(bad, "URL")
     signed_urls.check_unexpired(100, 100, "URL")

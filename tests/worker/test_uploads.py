@@ -225,6 +225,7 @@ async def test_a_gzip_upload_sends_the_compressed_file_and_its_compressed_size(
         "contentType": "text/plain",
         "expires": "2031-01-02T03:04:05.678Z",
         "contentLength": len(sent),
+        "contentEncoding": "gzip",  # the upload URL is signed for it
     }
     assert list((tmp_path / "scratch").iterdir()) == []  # the compressed copy is gone
 
@@ -236,6 +237,7 @@ async def test_an_identity_upload_sends_the_file_as_it_is(task_dir: Path, tmp_pa
     assert await upload_everything([item], queue, tmp_path / "scratch") is None
     assert queue.stored["public/image.png"] == (data, len(data), "image/png", "identity")
     assert queue.created["public/image.png"]["contentLength"] == len(data)
+    assert "contentEncoding" not in queue.created["public/image.png"]  # identity: what TaskCluster knows
 
 
 @pytest.mark.parametrize("optional", [False, True])

@@ -21,6 +21,7 @@ from starlette.types import Scope
 
 from taskyard.api import artifacts_v1, auth_v1, authz, blobs, livelog_v1, queue_v1
 from taskyard.api.errors import error_body
+from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk, static
 from taskyard.auth.service import Auth
@@ -66,9 +67,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise InputTooLarge(f"the request body is {declared} bytes; at most {limit} are accepted")
+    check_content_length(request.headers.get("content-length"), limit, "the request body")
     chunks, size = [], 0
     try:
         async for chunk in request.stream():

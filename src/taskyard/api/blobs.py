@@ -1,7 +1,8 @@
 """The local blob store's own URLs: signed PUT (bounded upload) and GET (streamed download).
 
 These are not TaskCluster API calls: the URL's HMAC signature, not Hawk, is the credential, so
-a downloader that followed getArtifact's 303 needs nothing more.
+a downloader that followed getArtifact's 303 needs nothing more. An upload URL writes once: the
+queue is asked before the body is read, and again before the blob is kept.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from taskyard.api.errors import error_body
+from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
-from taskyard.model.errors import InputTooLarge, ResourceNotFound, TaskyardError
+from taskyard.model import artifacts as rules
+from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.queue import artifacts
 
 PATH = "/api/queue/v1/_blobs/{key:path}"
 
@@ -37,18 +41,27 @@ async def _put(services: Any, request: Request) -> Response:
     store = _store(services)
     key = _check_key(request.path_params["key"])
     content_type = request.headers.get("content-type", "")
-    store.verify("PUT", key, dict(request.query_params), content_type)
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > store.max_bytes:
-        raise InputTooLarge(f"the artifact is {declared} bytes; at most {store.max_bytes} are accepted")
-    await store.write(key, request.stream(), content_type, request.headers.get("content-encoding"))
+    encoding = rules.encoding_of_header(request.headers.get("content-encoding"))
+    token = store.verify_put(key, dict(request.query_params), content_type, encoding)
+    check_content_length(request.headers.get("content-length"), store.max_bytes, "the artifact")
+    target = rules.split_blob_key(key)
+    if target is None:  # signed, so never; but a key is no artifact until it says which
+        raise ResourceNotFound("no such blob")
+    task_id, run_id, name = target
+    await artifacts.check_upload(services.queue, task_id, run_id, name, token)
+
+    async def commit() -> None:
+        await artifacts.record_upload(services.queue, task_id, run_id, name, token)
+
+    stored_encoding = None if encoding == rules.IDENTITY else encoding
+    await store.write(key, request.stream(), content_type, stored_encoding, commit)
     return Response(status_code=200)
 
 
 async def _get(services: Any, request: Request) -> Response:
     store = _store(services)
     key = _check_key(request.path_params["key"])
-    store.verify("GET", key, dict(request.query_params), "")
+    store.verify_get(key, dict(request.query_params))
     blob = store.open(key)
     headers = {"content-type": blob.content_type}
     if blob.content_encoding:

@@ -18,11 +18,13 @@ from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
 from taskyard.api.errors import error_body
-from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.model import digits
+from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound, TaskyardError
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 
 PATH = "/api/queue/v1/_livelog/{taskId}/{runId}"
+RUN_ID_DIGITS = 6  # runs are numbered below 50; a signed URL only ever names a real one
 HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy may hold chunks back
 
 
@@ -66,9 +68,11 @@ def _queue(services: Any) -> Queue:
 async def _get(services: Any, request: Request) -> Response:
     queue = _queue(services)
     task_id, run = request.path_params["taskId"], request.path_params["runId"]
+    run_id = digits.parse_whole(run, RUN_ID_DIGITS)
+    if run_id is None:
+        raise InvalidRequestArguments(f"URL parameter runId {run[:40]!r} must be a whole number")
     query = dict(request.query_params)
     livelogs.verify_url(queue, task_id, run, query)  # a signed URL names a real task and run
-    run_id = int(run)
     await livelogs.check_exists(queue, task_id, run_id)
     return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0")
 

@@ -3,6 +3,11 @@
 Blobs live at `<dir>/<taskId>/<runId>/<sha256 of the name>`, with a `.meta` JSON file beside
 each (content type and encoding): hashing keeps every name a plain file, so `a` and `a/b` can
 both exist and no name can reach outside the directory.
+
+A PUT URL signs the Content-Type and Content-Encoding createArtifact declared and the upload
+token it opened; the API asks the queue whether that upload may still write (`write`'s `commit`).
+An upload is written to a partial file and renamed into place only once it is recorded, so a
+refused or broken one leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -12,21 +17,29 @@ import contextlib
 import hashlib
 import json
 import os
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 from taskyard.artifacts.port import BadSignature, StoredBlob
 from taskyard.model import signed_urls
+from taskyard.model.artifacts import CONTENT_ENCODINGS, IDENTITY, PUT_URL_TTL_MS
 from taskyard.model.errors import InputTooLarge, ResourceNotFound
 from taskyard.model.types import Clock
 
 BLOB_PREFIX = "/api/queue/v1/_blobs/"
 URL_PURPOSE = "taskyard-blobs"
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as secrets.token_urlsafe makes them
 
 
 class LocalStore:
-    """Blobs in a directory; URLs `<rootUrl>/api/queue/v1/_blobs/<key>?e=<expires>&s=<hmac>`."""
+    """Blobs in a directory; URLs `<rootUrl>/api/queue/v1/_blobs/<key>?e=<expires>&s=<hmac>`.
+
+    PUT URLs also carry the upload token (`u`) and a Content-Encoding other than identity (`ce`).
+    """
+
+    put_url_ttl_ms = PUT_URL_TTL_MS
 
     def __init__(
         self, directory: str, root_url: str, secret_key: str, *, max_bytes: int, clock: Clock
@@ -37,25 +50,43 @@ class LocalStore:
         self.max_bytes = max_bytes
         self._clock = clock
 
-    def _url(self, method: str, key: str, expires: int, content_type: str) -> str:
-        signature = self._signer.sign((method, key, str(expires), content_type))
-        query = urlencode({"e": expires, "s": signature})
-        return self.base + quote(key, safe="/") + "?" + query
+    def _url(self, key: str, query: dict[str, str | int]) -> str:
+        return self.base + quote(key, safe="/") + "?" + urlencode(query)
 
-    def put_url(self, key: str, content_type: str, expires: int) -> str:
-        return self._url("PUT", key, expires, content_type)
+    def put_url(self, key: str, *, content_type: str, content_encoding: str, expires: int, token: str) -> str:
+        signature = self._signer.sign(_put_parts(key, expires, content_type, content_encoding, token))
+        encoding = {} if content_encoding == IDENTITY else {"ce": content_encoding}
+        return self._url(key, {"e": expires, **encoding, "u": token, "s": signature})
 
     def get_url(self, key: str, expires: int) -> str:
-        return self._url("GET", key, expires, "")
+        signature = self._signer.sign(("GET", key, str(expires), ""))
+        return self._url(key, {"e": expires, "s": signature})
 
-    def verify(self, method: str, key: str, query: dict[str, str], content_type: str) -> None:
+    def verify_get(self, key: str, query: dict[str, str]) -> None:
         expires = signed_urls.expiry(query, "blob URL")
-        parts = (method, key, str(expires), content_type if method == "PUT" else "")
+        if not self._signer.matches(("GET", key, str(expires), ""), query.get("s", "")):
+            raise BadSignature("the blob URL's signature does not match")
+        signed_urls.check_unexpired(expires, self._clock(), "blob URL")
+
+    def verify_put(self, key: str, query: dict[str, str], content_type: str, content_encoding: str) -> str:
+        expires = signed_urls.expiry(query, "upload URL")
+        declared, token = query.get("ce", IDENTITY), query.get("u", "")
+        if declared not in CONTENT_ENCODINGS or not _TOKEN.fullmatch(token):
+            raise BadSignature("the upload URL's signature does not match")
+        parts = _put_parts(key, expires, content_type, declared, token)
         if not self._signer.matches(parts, query.get("s", "")):
             raise BadSignature(
-                "the blob URL's signature does not match (for PUT, send the Content-Type given)"
+                "the upload URL's signature does not match: send the Content-Type that createArtifact "
+                "was given"
             )
-        signed_urls.check_unexpired(expires, self._clock(), "blob URL")
+        signed_urls.check_unexpired(expires, self._clock(), "upload URL")
+        if content_encoding != declared:
+            raise BadSignature(
+                f"the upload URL is signed for Content-Encoding {declared}, as createArtifact declared "
+                f"(identity: none), and the PUT sent {content_encoding[:40]}; declare its contentEncoding "
+                "in createArtifact"
+            )
+        return token
 
     def _path(self, key: str) -> Path:
         task_id, run_id, name = key.split("/", 2)
@@ -63,11 +94,18 @@ class LocalStore:
         return self.directory / task_id / run_id / digest
 
     async def write(
-        self, key: str, chunks: AsyncIterator[bytes], content_type: str, content_encoding: str | None
+        self,
+        key: str,
+        chunks: AsyncIterator[bytes],
+        content_type: str,
+        content_encoding: str | None,
+        commit: Callable[[], Awaitable[None]] | None = None,
     ) -> int:
         path = self._path(key)
         await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
-        partial = path.with_name(f"{path.name}.{os.getpid()}.{id(chunks)}.part")
+        unique = f"{os.getpid()}.{id(chunks)}.part"
+        partial = path.with_name(f"{path.name}.{unique}")
+        partial_meta = path.with_name(f"{path.name}.meta.{unique}")
         size = 0
         try:
             with partial.open("wb") as out:
@@ -79,11 +117,15 @@ class LocalStore:
                         )
                     await asyncio.to_thread(out.write, chunk)
             meta = {"contentType": content_type, "contentEncoding": content_encoding, "size": size}
-            path.with_suffix(".meta").write_text(json.dumps(meta))
+            partial_meta.write_text(json.dumps(meta))
+            if commit is not None:
+                await commit()
+            partial_meta.replace(path.with_suffix(".meta"))
             partial.replace(path)
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                partial.unlink()
+            for each in (partial, partial_meta):
+                with contextlib.suppress(FileNotFoundError):
+                    each.unlink()
         return size
 
     def open(self, key: str) -> StoredBlob:
@@ -105,3 +147,9 @@ class LocalStore:
             for each in (path, path.with_suffix(".meta")):
                 with contextlib.suppress(FileNotFoundError):
                     each.unlink()
+
+
+def _put_parts(
+    key: str, expires: int, content_type: str, content_encoding: str, token: str
+) -> tuple[str, ...]:
+    return ("PUT", key, str(expires), content_type, content_encoding, token)

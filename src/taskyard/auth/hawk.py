@@ -35,6 +35,7 @@ CERTIFICATE_SKEW_MS = 5 * 60 * 1000
 MAX_CERTIFICATE_MS = 31 * 24 * 60 * 60 * 1000
 ANONYMOUS = "assume:anonymous"
 ATTRIBUTES = ("id", "ts", "nonce", "hash", "ext", "mac", "app", "dlg")
+MAX_INT_DIGITS = 16  # a longer port or bewit expiry is no real one (and int() refuses 4301 digits)
 
 _BAD_REQUEST = "Bad Request"
 _UNAUTHORIZED = "Unauthorized"
@@ -45,9 +46,10 @@ _VALUE_RE = re.compile(r"[ A-Za-z0-9_!#$%&'()*+,\-./:;<=>?@\[\]^`{|}~]+")
 _HAS_BEWIT_RE = re.compile(r"/.*[?&]bewit=")
 _BEWIT_RE = re.compile(r"(/.*)([?&])bewit=([^&$]*)(?:&(.+))?\Z")
 _BEWIT_VALUE_RE = re.compile(r"[A-Za-z0-9_\-]*")
-_HOST_RE = re.compile(r"(?:(?:\r\n)?\s)*([^:]+|\[[^\]]+\])(?::(\d+))?(?:(?:\r\n)?\s)*\Z")
-_JS_INT_RE = re.compile(r"\s*([+-]?\d+)")
-_DECIMAL_RE = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# JS's `\d` is ASCII, Python's is any Unicode digit: spelled `[0-9]` here.
+_HOST_RE = re.compile(r"(?:(?:\r\n)?\s)*([^:]+|\[[^\]]+\])(?::([0-9]+))?(?:(?:\r\n)?\s)*\Z")
+_JS_INT_RE = re.compile(r"\s*([+-]?[0-9]+)")
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _SCOPE_RE = re.compile(r"[\x20-\x7e]*")
 
 
@@ -181,7 +183,7 @@ def host_port(
     """Host and port the client signed, from `Host` and a proxy's `X-Forwarded-Port`/`-Proto`."""
     default = 443 if scheme.lower() == "https" else 80
     match = _HOST_RE.fullmatch(host_header or "")
-    if match is None:  # no usable Host header: the MAC cannot match
+    if match is None or len(match[2] or "") > MAX_INT_DIGITS:  # no usable Host: the MAC cannot match
         host, port = "", default
     else:
         host, port = match[1].lower(), int(match[2]) if match[2] else default
@@ -678,7 +680,7 @@ def _js_number(value: float) -> str:
 
 def _js_parse_int(text: str) -> int | None:
     match = _JS_INT_RE.match(text)
-    return int(match[1]) if match else None
+    return int(match[1]) if match and len(match[1].lstrip("+-")) <= MAX_INT_DIGITS else None
 
 
 def _hawk_error(reason: str, message: str) -> AuthenticationFailed:

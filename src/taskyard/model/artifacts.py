@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from taskyard.model import dates, schema
-from taskyard.model.errors import InputError, RequestConflict
+from taskyard.model import dates, digits, schema
+from taskyard.model.errors import InputError, InsufficientScopes, RequestConflict
 from taskyard.model.types import JSONObject, Millis
 
 STORAGE_TYPES = ("s3", "reference", "link", "error")
@@ -25,9 +25,14 @@ ERROR_REASONS = (
 NAME_PATTERN = r"^[\x20-\x7e]+$"
 MAX_NAME = 1024
 DEFAULT_CONTENT_TYPE = "application/binary"
+# What an s3 artifact's `contentEncoding` may declare; its upload must then send the same
+# Content-Encoding (none, or `identity`, when it declares none).
+CONTENT_ENCODINGS = ("identity", "gzip", "br", "deflate", "zstd")
+IDENTITY = "identity"
 EXPIRES_SLACK_MS = 15 * 60 * 1000  # expires may lie up to 15 minutes in the past (clock skew)
 EXCEPTION_WINDOW_MS = 25 * 60 * 1000  # artifacts are accepted this long after an exception
-PUT_URL_TTL_MS = 45 * 60 * 1000
+PUT_URL_TTL_MS = 45 * 60 * 1000  # the local store's, whose URLs also write only once
+S3_PUT_URL_TTL_MS = 20 * 60 * 1000  # S3 can't refuse a second PUT: its URLs live less long
 GET_URL_TTL_MS = 30 * 60 * 1000
 MAX_LINKS = 100
 _NAME = re.compile(NAME_PATTERN)
@@ -36,7 +41,12 @@ _CONTENT_TYPE = schema.string(max_length=255)
 _COMMON = {"storageType": schema.enum(*STORAGE_TYPES), "expires": schema.date_time()}
 BODIES = {
     "s3": schema.obj(
-        {**_COMMON, "contentType": _CONTENT_TYPE, "contentLength": schema.integer(minimum=0)},
+        {
+            **_COMMON,
+            "contentType": _CONTENT_TYPE,
+            "contentEncoding": schema.enum(*CONTENT_ENCODINGS),
+            "contentLength": schema.integer(minimum=0),
+        },
         required=["storageType", "expires", "contentType"],
         additional=False,
     ),
@@ -77,10 +87,18 @@ class Artifact:
     expires: Millis
     details: JSONObject
     present: bool = True
+    # An s3 artifact's one open upload: its URL carries this token, and the first PUT stored
+    # with it clears it. None: no PUT may write (uploaded, replaced, or not an s3 artifact).
+    upload_token: str | None = None
 
     @property
     def blob_key(self) -> str:
         return f"{self.task_id}/{self.run_id}/{self.name}"
+
+    @property
+    def content_encoding(self) -> str:
+        """The Content-Encoding its upload declared (`identity`: none)."""
+        return str(self.details.get("contentEncoding", IDENTITY))
 
     def info(self) -> JSONObject:
         """The artifact as listArtifacts and artifactInfo answer it."""
@@ -113,8 +131,11 @@ def from_request(task_id: str, run_id: int, name: str, body: Any, now: Millis) -
     if expires < now - EXPIRES_SLACK_MS:
         raise InputError("body.expires is in the past: an artifact must expire in the future")
     details: JSONObject = {}
-    if kind == "s3" and "contentLength" in body:
-        details["contentLength"] = body["contentLength"]
+    if kind == "s3":
+        if "contentLength" in body:
+            details["contentLength"] = body["contentLength"]
+        if body.get("contentEncoding", IDENTITY) != IDENTITY:
+            details["contentEncoding"] = body["contentEncoding"]
     elif kind == "reference":
         details["url"] = body["url"]
     elif kind == "link":
@@ -134,16 +155,21 @@ def check_expires(artifact: Artifact, task_expires: Millis) -> None:
         )
 
 
+def accepts_artifacts(run: JSONObject, now: Millis) -> bool:
+    """Whether a claimed run may take artifacts now: while running, and for a while after an exception."""
+    if run["state"] == "running":
+        return True
+    resolved = run.get("resolved") if run["state"] == "exception" else None
+    return resolved is not None and now <= dates.parse_iso(resolved) + EXCEPTION_WINDOW_MS
+
+
 def check_run_accepts(run: JSONObject | None, now: Millis) -> None:
     """400 if the run does not exist or was never claimed; 409 unless it may take artifacts now."""
     if run is None:
         raise InputError("the run does not exist")
     if "workerGroup" not in run:
         raise InputError("artifacts cannot be created for a run that was never claimed")
-    if run["state"] == "running":
-        return
-    resolved = run.get("resolved") if run["state"] == "exception" else None
-    if resolved is not None and now <= dates.parse_iso(resolved) + EXCEPTION_WINDOW_MS:
+    if accepts_artifacts(run, now):
         return
     raise RequestConflict(
         "Artifacts cannot be created for a task after it is resolved, unless it is resolved "
@@ -170,3 +196,40 @@ def _conflict(old: Artifact) -> RequestConflict:
         "Artifact already exists with different properties, and none of the allowed exceptions "
         f"apply: storageType {old.storage_type}, contentType {old.content_type}"
     )
+
+
+# Uploads to the local store's signed PUT URLs ----------------------------------------------------
+
+
+class UploadRefused(InsufficientScopes):
+    """The upload URL no longer lets anyone write: it was used or replaced, or its run is resolved."""
+
+
+def split_blob_key(key: str) -> tuple[str, int, str] | None:
+    """`(taskId, runId, name)` of a blob key `<taskId>/<runId>/<name>`; None if it is not one."""
+    parts = key.split("/", 2)
+    run_id = digits.parse_whole(parts[1], 6) if len(parts) == 3 else None
+    return None if run_id is None else (parts[0], run_id, parts[2])
+
+
+def encoding_of_header(value: str | None) -> str:
+    """The Content-Encoding a request sent, as createArtifact would declare it (`identity`: none)."""
+    return (value or "").strip().lower() or IDENTITY
+
+
+def check_upload(found: Artifact | None, token: str, run: JSONObject | None, now: Millis) -> None:
+    """UploadRefused unless `token` opens `found`'s upload and its run still takes artifacts."""
+    if found is None or found.storage_type != "s3":
+        raise UploadRefused("the artifact this upload URL was made for does not exist")
+    if found.upload_token is None:
+        raise UploadRefused(
+            f"artifact {found.name} was already uploaded: an upload URL writes once "
+            "(createArtifact answers a new one)"
+        )
+    if found.upload_token != token:
+        raise UploadRefused(f"a newer createArtifact for {found.name} replaced this upload URL")
+    if run is None or "workerGroup" not in run or not accepts_artifacts(run, now):
+        state = "gone" if run is None else run["state"]
+        raise UploadRefused(
+            f"run {found.run_id} of task {found.task_id} is {state}: its artifacts can no longer be uploaded"
+        )

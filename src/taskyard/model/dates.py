@@ -24,7 +24,7 @@ HOUR = 60 * MINUTE
 DAY = 24 * HOUR
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EXTRA_DIGITS = re.compile(r"(\.\d{6})\d+")
+_EXTRA_DIGITS = re.compile(r"(\.[0-9]{6})[0-9]+")
 _ONE_MS = timedelta(milliseconds=1)
 
 FIRST_PRINTABLE: Millis = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS  # 0001-01-01T00:00:00.000Z

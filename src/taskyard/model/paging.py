@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from taskyard.model import digits
 from taskyard.model.errors import InputError, InvalidRequestArguments
 
 MAX_LIMIT = 1000
-_DIGITS = re.compile(r"^[0-9]+$")
+LIMIT_DIGITS = 9
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,10 @@ def parse(params: dict[str, str], *, max_limit: int = MAX_LIMIT) -> Query:
     raw = params.get("limit")
     limit = max_limit
     if raw is not None:
-        if not _DIGITS.match(raw):
+        if not digits.is_digits(raw):
             raise InvalidRequestArguments(f"limit must be a whole number (got {raw[:40]!r})")
-        limit = max(1, min(int(raw[:9]), max_limit))
+        asked = digits.parse_whole(raw, LIMIT_DIGITS)  # None: more digits than any limit needs
+        limit = max_limit if asked is None else max(1, min(asked, max_limit))
     token = params.get("continuationToken") or None
     return Query(limit, token)
 

@@ -35,7 +35,9 @@ _ARTICLED = {
 _SIMPLE_KEY = re.compile(r"[A-Za-z_$][A-Za-z0-9_$-]*")
 _KEY_SHOWN = 64
 # RFC 3339 as JSON Schema's `date-time` format reads it; dates.parse_iso then checks the calendar.
-_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}(:?\d{2})?)")
+_DATE_TIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}(:?[0-9]{2})?)"
+)
 
 
 class Schema:

@@ -13,6 +13,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping, Sequence
 
+from taskyard.model import digits
 from taskyard.model.errors import InsufficientScopes
 from taskyard.model.types import Millis
 
@@ -41,10 +42,10 @@ class Signer:
 
 def expiry(query: Mapping[str, str], what: str) -> Millis:
     """The URL's expiry (`e`, epoch ms); BadSignature if it is missing or not a plausible number."""
-    expires = query.get("e", "")
-    if not expires.isdigit() or len(expires) > MAX_EXPIRES_DIGITS:
+    expires = digits.parse_whole(query.get("e", ""), MAX_EXPIRES_DIGITS)
+    if expires is None:
         raise BadSignature(f"the {what} has no valid expiry (e)")
-    return int(expires)
+    return expires
 
 
 def check_unexpired(expires: Millis, now: Millis, what: str) -> None:

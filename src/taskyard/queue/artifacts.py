@@ -2,12 +2,20 @@
 
 createArtifact runs in one transaction with the task row (locked on PostgreSQL), so an artifact
 never lands on a run that a concurrent report has just resolved past its window.
+
+An s3 artifact's upload URL carries a token that createArtifact stores with it. On the local
+store, whose URLs the API serves, a PUT is checked against it before the body is read and
+recorded, again with the task row locked, before the blob replaces any other: the URL writes
+once, never after its run is resolved, and a newer createArtifact replaces it. S3 sees none of
+this; its URLs are only short-lived.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -24,6 +32,7 @@ from taskyard.storage.port import Row, Session, Tx
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
+UPLOAD_TOKEN_BYTES = 18
 EXPIRY_GRACE_MS = 30 * 60 * 1000
 
 
@@ -44,6 +53,7 @@ def _from_row(row: Row) -> Artifact:
         expires=row["expires"],
         details=orjson.loads(row["details"]),
         present=bool(row["present"]),
+        upload_token=row["upload_token"],
     )
 
 
@@ -79,9 +89,11 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
     artifacts.check_expires(new, rec.expires)
     old = await tx.fetchrow("get_artifact", task_id, run_id, new.name)
     stored = new if old is None else artifacts.recreate(_from_row(old), new)
+    if stored.storage_type == "s3":  # a new URL to upload with, replacing any earlier one
+        stored = replace(stored, upload_token=secrets.token_urlsafe(UPLOAD_TOKEN_BYTES))
     await tx.execute(
         "put_artifact", task_id, run_id, new.name, stored.storage_type, stored.content_type,
-        stored.expires, service.dumps(stored.details), True,
+        stored.expires, service.dumps(stored.details), True, stored.upload_token,
     )  # fmt: skip
     if stored.storage_type != "s3":  # s3 uploads happen later, elsewhere: TaskCluster announces none
         worker = (run["workerGroup"], run["workerId"])
@@ -102,14 +114,54 @@ def _announced(a: Artifact) -> JSONObject:
 def _created(q: Queue, a: Artifact) -> JSONObject:
     if a.storage_type != "s3":
         return {"storageType": a.storage_type}
-    url_expires = q.clock() + artifacts.PUT_URL_TTL_MS
-    put_url = blobs(q).put_url(a.blob_key, a.content_type, url_expires)
+    store = blobs(q)
+    url_expires = q.clock() + store.put_url_ttl_ms
+    assert a.upload_token is not None
+    put_url = store.put_url(
+        a.blob_key,
+        content_type=a.content_type,
+        content_encoding=a.content_encoding,
+        expires=url_expires,
+        token=a.upload_token,
+    )
     return {
         "storageType": "s3",
         "contentType": a.content_type,
         "expires": dates.to_iso(url_expires),
         "putUrl": put_url,
     }
+
+
+async def check_upload(q: Queue, task_id: str, run_id: int, name: str, token: str) -> None:
+    """UploadRefused (403) unless a PUT with upload `token` may write the artifact's blob now.
+
+    Answered before the body is read; `record_upload` decides again once it has been.
+    """
+    async with q.storage.reader() as session:
+        row = await session.fetchrow("get_artifact", task_id, run_id, name)
+        task = await session.fetchrow("get_task", task_id) if row is not None else None
+    run = _run(task, run_id)
+    artifacts.check_upload(None if row is None else _from_row(row), token, run, q.clock())
+
+
+async def record_upload(q: Queue, task_id: str, run_id: int, name: str, token: str) -> None:
+    """Close the upload `token` opened, once its bytes are stored; UploadRefused if it can't be.
+
+    The task row is locked (PostgreSQL) and the token cleared only if it is still there, so of
+    two PUTs racing with one URL a single one is recorded, and none once the run is resolved.
+    """
+    async with q.storage.transaction() as tx:
+        task = await tx.fetchrow("get_task_for_update", task_id)
+        row = await tx.fetchrow("get_artifact", task_id, run_id, name)
+        run = _run(task, run_id)
+        artifacts.check_upload(None if row is None else _from_row(row), token, run, q.clock())
+        if await tx.execute("finish_upload", task_id, run_id, name, token) != 1:
+            raise artifacts.UploadRefused(f"another upload of artifact {name} was recorded first")
+
+
+def _run(task: Row | None, run_id: int) -> JSONObject | None:
+    runs = [] if task is None else service.record_from_row(task).runs
+    return runs[run_id] if run_id < len(runs) else None
 
 
 async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> None:

@@ -205,6 +205,8 @@ async def upload_file(
             "expires": dates.to_iso(item.expires),
             "contentLength": size,
         }
+        if item.content_encoding != "identity":  # the upload URL is signed for it; the PUT sends it
+            body["contentEncoding"] = item.content_encoding
         answer = await create(item.name, body)
         chunks = _once(small) if small is not None else _chunks(source)
         upload = put(answer["putUrl"], chunks, size, item.content_type, item.content_encoding)

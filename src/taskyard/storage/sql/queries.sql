@@ -228,11 +228,18 @@ DELETE FROM roles WHERE role_id = $1
 SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
 
 -- name: put_artifact
-INSERT INTO artifacts (task_id, run_id, name, storage_type, content_type, expires, details, present)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO artifacts (task_id, run_id, name, storage_type, content_type, expires, details, present,
+                       upload_token)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (task_id, run_id, name) DO UPDATE
    SET storage_type = excluded.storage_type, content_type = excluded.content_type,
-       expires = excluded.expires, details = excluded.details, present = excluded.present
+       expires = excluded.expires, details = excluded.details, present = excluded.present,
+       upload_token = excluded.upload_token
+
+-- name: finish_upload
+-- Close the upload that $4 opened; no row changes if another PUT (or a newer URL) got there first.
+UPDATE artifacts SET upload_token = NULL
+ WHERE task_id = $1 AND run_id = $2 AND name = $3 AND upload_token = $4
 
 -- name: expired_artifacts
 SELECT task_id, run_id, name, storage_type FROM artifacts WHERE expires < $1 LIMIT $2
