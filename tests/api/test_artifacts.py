@@ -406,13 +406,20 @@ async def test_the_upload_url_signs_the_declared_content_encoding(api: Api, stor
     served = await download(api, task_id, "public/z.txt")
     assert (served.headers["content-encoding"], served.content) == ("gzip", b"zipped\n")
 
-    # Declaring none is declaring identity: a plain body can't be labelled gzip (and served so).
+    # Declaring none admits what TaskCluster's clients send, plain or gzip, and nothing else; a
+    # plain body can't be labelled gzip (and served so).
     plain = await put_url(api, task_id, "public/p.txt")
     mislabelled = await put(api, plain, b"plain\n", **{"content-encoding": "gzip"})
-    assert_error(mislabelled, 403, "InsufficientScopes", names=["identity", "contentEncoding"])
+    assert_error(mislabelled, 400, "InputError", names=["not gzip"])
+    refused = await put(api, plain, b"plain\n", **{"content-encoding": "br"})
+    assert_error(refused, 403, "InsufficientScopes", names=["identity or gzip", "contentEncoding"])
     assert (await put(api, plain, b"plain\n", **{"content-encoding": "identity"})).status_code == 200
     served = await download(api, task_id, "public/p.txt")
     assert "content-encoding" not in served.headers and served.content == b"plain\n"
+    undeclared = await put_url(api, task_id, "public/u.txt")
+    assert (await put(api, undeclared, packed, **{"content-encoding": "gzip"})).status_code == 200
+    served = await download(api, task_id, "public/u.txt")
+    assert (served.headers["content-encoding"], served.content) == ("gzip", b"zipped\n")
 
     tampered = gzipped.replace("ce=gzip", "ce=br")
     assert_error(await put(api, tampered, packed, **{"content-encoding": "br"}), 403, "InsufficientScopes")

@@ -24,19 +24,26 @@ from urllib.parse import quote, urlencode
 
 from taskyard.artifacts.port import BadSignature, StoredBlob
 from taskyard.model import signed_urls
-from taskyard.model.artifacts import CONTENT_ENCODINGS, IDENTITY, PUT_URL_TTL_MS
-from taskyard.model.errors import InputTooLarge, ResourceNotFound
+from taskyard.model.artifacts import (
+    CONTENT_ENCODINGS,
+    IDENTITY,
+    PUT_URL_TTL_MS,
+    UNDECLARED,
+    UNDECLARED_ALLOWED,
+)
+from taskyard.model.errors import InputError, InputTooLarge, ResourceNotFound
 from taskyard.model.types import Clock
 
 BLOB_PREFIX = "/api/queue/v1/_blobs/"
 URL_PURPOSE = "taskyard-blobs"
+GZIP_MAGIC = b"\x1f\x8b"
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{1,64}")  # as secrets.token_urlsafe makes them
 
 
 class LocalStore:
     """Blobs in a directory; URLs `<rootUrl>/api/queue/v1/_blobs/<key>?e=<expires>&s=<hmac>`.
 
-    PUT URLs also carry the upload token (`u`) and a Content-Encoding other than identity (`ce`).
+    PUT URLs also carry the upload token (`u`) and the Content-Encoding createArtifact declared (`ce`).
     """
 
     put_url_ttl_ms = PUT_URL_TTL_MS
@@ -54,8 +61,10 @@ class LocalStore:
         return self.base + quote(key, safe="/") + "?" + urlencode(query)
 
     def put_url(self, key: str, *, content_type: str, content_encoding: str, expires: int, token: str) -> str:
+        if content_encoding == IDENTITY:
+            content_encoding = UNDECLARED  # declaring identity admits what declaring none does
         signature = self._signer.sign(_put_parts(key, expires, content_type, content_encoding, token))
-        encoding = {} if content_encoding == IDENTITY else {"ce": content_encoding}
+        encoding = {"ce": content_encoding} if content_encoding != UNDECLARED else {}
         return self._url(key, {"e": expires, **encoding, "u": token, "s": signature})
 
     def get_url(self, key: str, expires: int) -> str:
@@ -70,8 +79,8 @@ class LocalStore:
 
     def verify_put(self, key: str, query: dict[str, str], content_type: str, content_encoding: str) -> str:
         expires = signed_urls.expiry(query, "upload URL")
-        declared, token = query.get("ce", IDENTITY), query.get("u", "")
-        if declared not in CONTENT_ENCODINGS or not _TOKEN.fullmatch(token):
+        declared, token = query.get("ce", UNDECLARED), query.get("u", "")
+        if declared not in (UNDECLARED, *CONTENT_ENCODINGS) or not _TOKEN.fullmatch(token):
             raise BadSignature("the upload URL's signature does not match")
         parts = _put_parts(key, expires, content_type, declared, token)
         if not self._signer.matches(parts, query.get("s", "")):
@@ -80,7 +89,12 @@ class LocalStore:
                 "was given"
             )
         signed_urls.check_unexpired(expires, self._clock(), "upload URL")
-        if content_encoding != declared:
+        if declared == UNDECLARED and content_encoding not in UNDECLARED_ALLOWED:
+            raise BadSignature(
+                f"the upload URL admits Content-Encoding identity or gzip, and the PUT sent "
+                f"{content_encoding[:40]}; declare its contentEncoding in createArtifact"
+            )
+        if declared != UNDECLARED and content_encoding != declared:
             raise BadSignature(
                 f"the upload URL is signed for Content-Encoding {declared}, as createArtifact declared "
                 f"(identity: none), and the PUT sent {content_encoding[:40]}; declare its contentEncoding "
@@ -107,15 +121,20 @@ class LocalStore:
         partial = path.with_name(f"{path.name}.{unique}")
         partial_meta = path.with_name(f"{path.name}.meta.{unique}")
         size = 0
+        head = b""
         try:
             with partial.open("wb") as out:
                 async for chunk in chunks:
+                    if content_encoding == "gzip" and len(head) < len(GZIP_MAGIC):
+                        head = _check_gzip_head(head + chunk[: len(GZIP_MAGIC)])
                     size += len(chunk)
                     if size > self.max_bytes:
                         raise InputTooLarge(
                             f"the artifact is larger than {self.max_bytes} bytes, the most accepted"
                         )
                     await asyncio.to_thread(out.write, chunk)
+            if content_encoding == "gzip" and head != GZIP_MAGIC:
+                raise InputError("the body is labelled Content-Encoding gzip and is not gzip")
             meta = {"contentType": content_type, "contentEncoding": content_encoding, "size": size}
             partial_meta.write_text(json.dumps(meta))
             if commit is not None:
@@ -153,3 +172,10 @@ def _put_parts(
     key: str, expires: int, content_type: str, content_encoding: str, token: str
 ) -> tuple[str, ...]:
     return ("PUT", key, str(expires), content_type, content_encoding, token)
+
+
+def _check_gzip_head(head: bytes) -> bytes:
+    """The body's first bytes so far; InputError as soon as they can't begin a gzip stream."""
+    if not GZIP_MAGIC.startswith(head[: len(GZIP_MAGIC)]):
+        raise InputError("the body is labelled Content-Encoding gzip and is not gzip")
+    return head[: len(GZIP_MAGIC)]

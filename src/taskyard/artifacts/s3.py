@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import boto3
 from botocore.config import Config
 
-from taskyard.model.artifacts import IDENTITY, S3_PUT_URL_TTL_MS
+from taskyard.model.artifacts import IDENTITY, S3_PUT_URL_TTL_MS, UNDECLARED
 from taskyard.model.errors import ConfigError
 from taskyard.model.types import Clock
 
@@ -42,7 +42,7 @@ class S3Store:
     def put_url(self, key: str, *, content_type: str, content_encoding: str, expires: int, token: str) -> str:
         del token  # S3 can't check what the queue knows of the upload
         params = {"Bucket": self.bucket, "Key": key, "ContentType": content_type}
-        if content_encoding != IDENTITY:
+        if content_encoding not in (UNDECLARED, IDENTITY):
             params["ContentEncoding"] = content_encoding
         return str(
             self._client.generate_presigned_url("put_object", Params=params, ExpiresIn=self._ttl(expires))

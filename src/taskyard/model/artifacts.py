@@ -26,9 +26,12 @@ NAME_PATTERN = r"^[\x20-\x7e]+$"
 MAX_NAME = 1024
 DEFAULT_CONTENT_TYPE = "application/binary"
 # What an s3 artifact's `contentEncoding` may declare; its upload must then send the same
-# Content-Encoding (none, or `identity`, when it declares none).
+# Content-Encoding. TaskCluster's clients declare none and upload plain or gzip: declaring none
+# (or identity) admits those two, and a body labelled gzip must be gzip.
 CONTENT_ENCODINGS = ("identity", "gzip", "br", "deflate", "zstd")
 IDENTITY = "identity"
+UNDECLARED = ""
+UNDECLARED_ALLOWED = ("identity", "gzip")
 EXPIRES_SLACK_MS = 15 * 60 * 1000  # expires may lie up to 15 minutes in the past (clock skew)
 EXCEPTION_WINDOW_MS = 25 * 60 * 1000  # artifacts are accepted this long after an exception
 PUT_URL_TTL_MS = 45 * 60 * 1000  # the local store's, whose URLs also write only once
@@ -97,8 +100,13 @@ class Artifact:
 
     @property
     def content_encoding(self) -> str:
-        """The Content-Encoding its upload declared (`identity`: none)."""
+        """The Content-Encoding its upload declared (`identity` when it declared none)."""
         return str(self.details.get("contentEncoding", IDENTITY))
+
+    @property
+    def declared_encoding(self) -> str:
+        """The Content-Encoding createArtifact declared, or UNDECLARED for none or identity."""
+        return str(self.details.get("contentEncoding", UNDECLARED))
 
     def info(self) -> JSONObject:
         """The artifact as listArtifacts and artifactInfo answer it."""

@@ -120,7 +120,7 @@ def _created(q: Queue, a: Artifact) -> JSONObject:
     put_url = store.put_url(
         a.blob_key,
         content_type=a.content_type,
-        content_encoding=a.content_encoding,
+        content_encoding=a.declared_encoding,
         expires=url_expires,
         token=a.upload_token,
     )
