@@ -22,6 +22,8 @@ from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
+from taskyard.events.port import Envelope
+from taskyard.events.profiles import TC_PREFIX
 from taskyard.model import dates
 from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.service import Queue
@@ -138,7 +140,11 @@ async def storage(db_url: str) -> AsyncIterator[Storage]:
 
 @dataclass
 class Published:
-    """Events the queue published, in order, as the outbox relay delivered them."""
+    """Events the queue published, in order, as the outbox relay delivered them.
+
+    The bus publishes both profiles; `messages` are the `tc` profile's envelopes, told apart by
+    their short exchange names (`task-pending`), as the queue stored them.
+    """
 
     relay: OutboxRelay
     bus: MemoryBus
@@ -181,8 +187,13 @@ async def published(queue: Queue, storage: Storage) -> AsyncIterator[Published]:
     bus = MemoryBus()
     relay = OutboxRelay(storage, bus)
     record = Published(relay, bus)
+
+    def seen(envelope: Envelope) -> None:
+        short = envelope.exchange.removeprefix(TC_PREFIX)
+        record.messages.append(Message(short, envelope.routing_key, envelope.body, envelope.cc))
+
     for exchange in EXCHANGES:
-        bus.subscribe(exchange, "#", record.messages.append)
+        bus.subscribe(TC_PREFIX + exchange, "#", seen)
     yield record
     await bus.close()
 
