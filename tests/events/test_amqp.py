@@ -14,6 +14,7 @@ import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +28,8 @@ from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
 from tests.conftest import RABBITMQ_URL, FakeClock, need_rabbitmq
+from tests.e2e.conftest import start_server
+from tests.e2e.helpers import create, wait_for
 from tests.events.rabbit import Consumer, PrivateRabbit, Received, TcpProxy, eventually, private_rabbit
 from tests.queue.helpers import definition, new_id
 
@@ -297,3 +300,44 @@ async def test_refused_credentials_log_one_line_until_they_work(
     assert len(outage_lines(caplog)) == 1 and len(back_lines(caplog)) == 1
     assert driver_noise(caplog) == []
     consumer.close()
+
+
+def test_a_server_started_without_its_broker_serves_and_publishes_once_it_is_up(
+    tmp_path: Path, private_rabbit: PrivateRabbit
+) -> None:
+    prov = unique("prov")
+    durable = unique("ty-start")
+    consumer = Consumer(private_rabbit.url(), durable_name=durable)
+    consumer.bind(TC_PREFIX + "task-pending", f"primary.*.*.*.*.{prov}.#")
+    consumer.bind(SEED_PREFIX + "task-pending", f"*.*.*.*.{prov}.#")
+    consumer.close()
+    private_rabbit.stop()
+    server = None
+    try:
+        server = start_server(
+            f"sqlite:///{tmp_path / 'taskyard.sqlite3'}",
+            tmp_path / "server",
+            extra_args=["--events", private_rabbit.url()],
+        )
+        queue = server.client()
+        outages = lambda: server.log_tail().count("is unavailable")  # noqa: E731
+        wait_for(outages, what="the outage's log line", timeout=60)
+        first = create(queue, f"{prov}/wt")  # the API serves on
+        second = create(queue, f"{prov}/wt")
+        assert queue.status(second)["status"]["state"] == "pending"
+        assert outages() == 1
+    finally:
+        private_rabbit.start()
+    try:
+        wait_for(lambda: "is back after" in server.log_tail(), what="the broker's return", timeout=60)
+        consumer = Consumer(private_rabbit.url(), durable_name=durable)
+        wait_for(lambda: len(consumer.take()) >= 4, what="the held events", timeout=60)
+        keys = {(r.exchange, r.body["status"]["taskId"]) for r in consumer.received}
+        assert keys == {(e + "task-pending", t) for e in (TC_PREFIX, SEED_PREFIX) for t in (first, second)}
+        consumer.channel.queue_delete(durable)
+        consumer.close()
+        log = server.log_tail()
+        assert log.count("is unavailable") == 1 and log.count("is back after") == 1
+        assert "Traceback" not in log and "guest:guest" not in log
+    finally:
+        server.stop()
