@@ -20,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Sequence
+from typing import cast
 from urllib.parse import urlsplit
 
 import aio_pika
 import aiormq
 import orjson
-from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange
+from aio_pika.abc import AbstractChannel, AbstractConnection
 
 from taskyard.events.memory import MemoryBus
 from taskyard.events.port import BusUnavailable, Envelope, Handler
@@ -95,7 +98,9 @@ class AmqpBus:
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
         self._local = MemoryBus(profiles)
-        self._exchanges: dict[str, AbstractExchange] = {}
+        self._channel: aiormq.Channel | None = None  # aio-pika's, unwrapped
+        self._sent = itertools.count()
+        self._id_prefix = f"{uuid.uuid4().hex[:12]}-"
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
@@ -123,32 +128,44 @@ class AmqpBus:
         envelopes = self.profiles.map_all(messages)
         if not envelopes:
             return
-        exchanges = self._exchanges
+        channel = self._channel
+        assert channel is not None
         try:
             async with asyncio.timeout(self.confirm_timeout):
-                # Sent in order (the channel serialises them); confirms come back pipelined.
-                await asyncio.gather(*(self._send(exchanges, e) for e in envelopes))
+                # The channel sends them in order; the confirms come back pipelined.
+                results = await asyncio.gather(*(self._send(channel, e) for e in envelopes))
         except TimeoutError:
             self._drop(f"no confirm within {self.confirm_timeout:g} s")
             raise BusUnavailable(f"RabbitMQ at {self.where} did not confirm in time") from None
-        except aio_pika.exceptions.DeliveryError as exc:
-            # The broker refused (nack) a message: the batch stays in the outbox, and we start over.
-            self._drop(f"it refused a message: {exc}")
-            raise BusUnavailable(f"RabbitMQ at {self.where} refused a message: {exc}") from exc
         except _BROKER_ERRORS as exc:
             self._drop(_reason(exc))
             raise BusUnavailable(f"RabbitMQ at {self.where} failed: {_reason(exc)}") from exc
+        if not all(isinstance(r, aiormq.spec.Basic.Ack) for r in results):
+            # The broker refused (nack) a message: the batch stays in the outbox, and we start over.
+            self._drop("it refused a message")
+            raise BusUnavailable(f"RabbitMQ at {self.where} refused a message")
         self._local.deliver(envelopes)
 
-    @staticmethod
-    async def _send(exchanges: dict[str, AbstractExchange], envelope: Envelope) -> None:
-        message = aio_pika.Message(
-            orjson.dumps(envelope.body),
+    async def _send(self, channel: aiormq.Channel, envelope: Envelope) -> object:
+        """Publish one message and wait for its confirm.
+
+        aiormq's channel directly, not aio-pika's Exchange.publish: that wraps every message in
+        objects of its own and waits until each is written to the socket before sending the
+        next (the relay sustained 1,850 events/s that way, 3,100 this way).
+        """
+        properties = aiormq.spec.Basic.Properties(
             content_type="application/json",
-            delivery_mode=aio_pika.DeliveryMode.PERSISTENT,
+            delivery_mode=2,  # persistent
             headers={"CC": list(envelope.cc)} if envelope.cc else None,
+            message_id=f"{self._id_prefix}{next(self._sent)}",
         )
-        await exchanges[envelope.exchange].publish(message, envelope.routing_key, mandatory=False)
+        return await channel.basic_publish(
+            orjson.dumps(envelope.body),
+            exchange=envelope.exchange,
+            routing_key=envelope.routing_key,
+            properties=properties,
+            wait=False,  # queue the frames and go on to the next message; the confirm is awaited
+        )
 
     def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
         return self._local.subscribe(exchange, pattern, handler)
@@ -177,7 +194,8 @@ class AmqpBus:
                 channel = await asyncio.wait_for(
                     connection.channel(publisher_confirms=True), self.connect_timeout
                 )
-                self._exchanges = await asyncio.wait_for(self._declare(channel), self.connect_timeout)
+                await asyncio.wait_for(self._declare(channel), self.connect_timeout)
+                self._channel = cast(aiormq.Channel, await channel.get_underlay_channel())
             except _BROKER_ERRORS as exc:
                 if connection is not None:
                     await _close_quietly(connection)
@@ -194,11 +212,9 @@ class AmqpBus:
                 await _close_quietly(connection)
             self._went_down(self._lost_reason)
 
-    async def _declare(self, channel: AbstractChannel) -> dict[str, AbstractExchange]:
-        declared = {}
+    async def _declare(self, channel: AbstractChannel) -> None:
         for name in self.profiles.exchanges():
-            declared[name] = await channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
-        return declared
+            await channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
 
     async def _until_lost(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
         """Publish on `channel` until it or its connection closes, or a publish fails."""
