@@ -219,17 +219,19 @@ class AmqpBus:
     async def _until_lost(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
         """Publish on `channel` until it or its connection closes, or a publish fails."""
 
-        def closed(_: object, exc: BaseException | None = None) -> None:
-            self._drop(_reason(exc) if exc is not None else "the connection closed")
+        lost = self._lost = asyncio.Event()  # this connection's: a late callback of an old one is ignored
 
-        self._lost.clear()
+        def closed(_: object, exc: BaseException | None = None) -> None:
+            if self._lost is lost:
+                self._drop(_reason(exc) if exc is not None else "the connection closed")
+
         connection.close_callbacks.add(closed)
         channel.close_callbacks.add(closed)
         if connection.is_closed or channel.is_closed:
             return
         self._came_up()
         self._ready.set()
-        await self._lost.wait()
+        await lost.wait()
 
     def _went_down(self, reason: str) -> None:
         if self._down_since is not None:
