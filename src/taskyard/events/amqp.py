@@ -196,7 +196,7 @@ class AmqpBus:
                 )
                 await asyncio.wait_for(self._declare(channel), self.connect_timeout)
                 self._channel = cast(aiormq.Channel, await channel.get_underlay_channel())
-            except _BROKER_ERRORS as exc:
+            except Exception as exc:  # whatever it is, this loop must go on trying
                 if connection is not None:
                     await _close_quietly(connection)
                 self.failed_attempts += 1
@@ -218,8 +218,8 @@ class AmqpBus:
 
     async def _until_lost(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
         """Publish on `channel` until it or its connection closes, or a publish fails."""
-
         lost = self._lost = asyncio.Event()  # this connection's: a late callback of an old one is ignored
+        self._lost_reason = "the connection closed"
 
         def closed(_: object, exc: BaseException | None = None) -> None:
             if self._lost is lost:
