@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
-import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,9 +20,6 @@ from typing import Any
 
 import orjson
 import pika
-import pytest
-
-from tests.conftest import IN_CI
 
 RABBITMQ_BIN = Path(os.environ.get("TASKYARD_TEST_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
 
@@ -211,21 +206,3 @@ def private_rabbit_unavailable() -> str | None:
         if not (RABBITMQ_BIN / tool).exists():
             return f"no {RABBITMQ_BIN / tool} to run a private RabbitMQ node"
     return None
-
-
-@pytest.fixture(scope="session")
-def private_rabbit() -> Any:
-    """A private RabbitMQ node for the whole session, running when a test gets it."""
-    reason = private_rabbit_unavailable()
-    if reason is not None:
-        if IN_CI:
-            pytest.fail(reason + " (CI=true: RabbitMQ tests must run)")
-        pytest.skip(reason)
-    base = Path(tempfile.mkdtemp(prefix="ty-rabbit-"))
-    node = PrivateRabbit(base)
-    node.prepare()
-    node.start()
-    yield node
-    with contextlib.suppress(Exception):
-        node.stop()
-    shutil.rmtree(base, ignore_errors=True)

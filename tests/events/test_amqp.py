@@ -30,10 +30,8 @@ from taskyard.storage.port import Storage
 from tests.conftest import RABBITMQ_URL, FakeClock, need_rabbitmq
 from tests.e2e.conftest import start_server
 from tests.e2e.helpers import create, wait_for
-from tests.events.rabbit import Consumer, PrivateRabbit, Received, TcpProxy, eventually, private_rabbit
+from tests.events.rabbit import Consumer, PrivateRabbit, Received, TcpProxy, eventually
 from tests.queue.helpers import definition, new_id
-
-__all__ = ["private_rabbit"]  # the fixture, for the tests below
 
 ROOT = "https://tc.example.com"
 AMQP_LOGGER = "taskyard.events.amqp"
