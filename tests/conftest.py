@@ -3,6 +3,7 @@
 PostgreSQL tests use the local server (TASKYARD_TEST_POSTGRES, default
 postgresql://postgres@127.0.0.1:5432/test): a template database is migrated once per
 session and cloned for every test. Without the server they skip, except under CI=true.
+RabbitMQ tests likewise use TASKYARD_TEST_RABBITMQ (default amqp://guest:guest@127.0.0.1:5672/).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
+from taskyard.events.port import Envelope
+from taskyard.events.profiles import TC_PREFIX
 from taskyard.model import dates
 from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.service import Queue
@@ -32,6 +35,7 @@ ROOT_TOKEN = "api-tests-root-access-token"
 SECRET_KEY = "tests-secret-key"
 PG_URL = os.environ.get("TASKYARD_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+RABBITMQ_URL = os.environ.get("TASKYARD_TEST_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672/")
 
 
 def _pg_admin(sql: str) -> None:
@@ -65,6 +69,26 @@ def need_postgres() -> None:
     if reason is not None:
         if IN_CI:
             pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
+        pytest.skip(reason)
+
+
+def rabbitmq_available() -> str | None:
+    """None if the test broker answers, else why not."""
+    import pika
+
+    try:
+        pika.BlockingConnection(pika.URLParameters(RABBITMQ_URL)).close()
+    except Exception as exc:  # any failure to connect means: not available
+        where = RABBITMQ_URL.split("@")[-1]
+        return f"RabbitMQ at {where} is not available: {type(exc).__name__} {exc}"
+    return None
+
+
+def need_rabbitmq() -> None:
+    reason = rabbitmq_available()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: RabbitMQ tests must run)")
         pytest.skip(reason)
 
 
@@ -138,7 +162,11 @@ async def storage(db_url: str) -> AsyncIterator[Storage]:
 
 @dataclass
 class Published:
-    """Events the queue published, in order, as the outbox relay delivered them."""
+    """Events the queue published, in order, as the outbox relay delivered them.
+
+    The bus publishes both profiles; `messages` are the `tc` profile's envelopes, told apart by
+    their short exchange names (`task-pending`), as the queue stored them.
+    """
 
     relay: OutboxRelay
     bus: MemoryBus
@@ -181,8 +209,13 @@ async def published(queue: Queue, storage: Storage) -> AsyncIterator[Published]:
     bus = MemoryBus()
     relay = OutboxRelay(storage, bus)
     record = Published(relay, bus)
+
+    def seen(envelope: Envelope) -> None:
+        short = envelope.exchange.removeprefix(TC_PREFIX)
+        record.messages.append(Message(short, envelope.routing_key, envelope.body, envelope.cc))
+
     for exchange in EXCHANGES:
-        bus.subscribe(exchange, "#", record.messages.append)
+        bus.subscribe(TC_PREFIX + exchange, "#", seen)
     yield record
     await bus.close()
 

@@ -33,7 +33,10 @@ class ServerConfig:
     public_url: str = ""
     data_dir: str = "./data"
     db: str = ""
-    events: str = "memory://"
+    # Where events go: memory:// (in process) or amqp://user:password@host:port/vhost (RabbitMQ).
+    events: str = field(default="memory://", repr=False)
+    # Which exchange layouts the bus publishes: "tc" (TaskCluster's) and/or "seed" (v1/queue:*).
+    event_profiles: tuple[str, ...] = ("tc", "seed")
     root_access_token: str = field(default="", repr=False)
     # Derives the access tokens of the clients stored in the database; every process of one
     # deployment needs the same key.

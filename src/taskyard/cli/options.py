@@ -8,7 +8,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from taskyard import events
 from taskyard.config import QueueConfig, ServerConfig
+from taskyard.events.profiles import parse_profiles
 from taskyard.model.errors import ConfigError
 
 
@@ -87,6 +89,18 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     add(parser, "--claim-work-timeout", help="seconds claimWork waits for a task", default=20.0, type=float)
     add(
         parser,
+        "--events",
+        help="event bus: memory:// (in process) or amqp://user:password@host:port/vhost (RabbitMQ)",
+        default="memory://",
+    )
+    add(
+        parser,
+        "--event-profiles",
+        help="exchange layouts to publish, comma-separated: tc (TaskCluster's), seed (v1/queue:*)",
+        default="tc,seed",
+    )
+    add(
+        parser,
         "--artifacts",
         help="blob store for artifacts: file:///dir or s3://bucket?endpoint=URL&region=R "
         "(default: DATA_DIR/artifacts)",
@@ -163,6 +177,8 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         queue=queue,
         artifacts=values["artifacts"],
         max_artifact_bytes=values["max_artifact_bytes"],
+        events=events.check_url(values["events"]),
+        event_profiles=parse_profiles(values["event_profiles"]),
         bench_skip_auth=bench_skip_auth(values["host"], environ),
     )
 

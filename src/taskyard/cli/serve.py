@@ -60,7 +60,7 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
     except BaseException:
         await storage.close()
         raise
-    bus = open_bus(config.events)
+    bus = await open_bus(config.events, profiles=config.event_profiles, root_url=config.root_url)
     queue = Queue(storage, config.queue)
     queue.blobs = blobs
     livelogs.configure(queue, root_url=config.root_url, secret_key=config.secret_key)

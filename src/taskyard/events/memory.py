@@ -1,4 +1,8 @@
-"""The in-process bus: the embedded default. Subscribers in this process only."""
+"""The in-process bus: the embedded default. Subscribers in this process only.
+
+It maps events through the same profiles as the RabbitMQ bus, so a subscriber sees the
+exchanges, keys and bodies RabbitMQ's consumers would.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from taskyard.events.port import Handler
+from taskyard.events.port import Envelope, Handler
+from taskyard.events.profiles import Profiles
 from taskyard.model.messages import Message
 
 log = logging.getLogger(__name__)
@@ -33,37 +38,45 @@ def topic_matches(pattern: str, key: str) -> bool:
 class MemoryBus:
     """Publishing enqueues; one dispatcher task delivers in order, outside the publisher's transaction."""
 
-    def __init__(self) -> None:
+    def __init__(self, profiles: Profiles | None = None) -> None:
+        self.profiles = profiles or Profiles()
         self._subscriptions: list[tuple[str, str, Handler]] = []
-        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._queue: asyncio.Queue[Envelope] = asyncio.Queue()
         self._dispatcher: asyncio.Task[None] | None = None
 
     async def publish(self, messages: Sequence[Message]) -> None:
+        self.deliver(self.profiles.map_all(messages))
+
+    def deliver(self, envelopes: Sequence[Envelope]) -> None:
+        """Hand envelopes already mapped to the subscribers, in order."""
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch(), name="memory-bus")
-        for message in messages:
-            self._queue.put_nowait(message)
+        for envelope in envelopes:
+            self._queue.put_nowait(envelope)
+
+    async def wait_ready(self) -> None:
+        return None
 
     async def _dispatch(self) -> None:
         while True:
-            message = await self._queue.get()
-            keys = [message.routing_key, *message.cc]
+            envelope = await self._queue.get()
+            keys = [envelope.routing_key, *envelope.cc]
             for exchange, pattern, handler in list(self._subscriptions):
-                if exchange == message.exchange and any(topic_matches(pattern, k) for k in keys):
-                    await self._deliver(handler, message)
+                if exchange == envelope.exchange and any(topic_matches(pattern, k) for k in keys):
+                    await self._deliver(handler, envelope)
             self._queue.task_done()
 
     async def flush(self) -> None:
         """Wait until every message published so far has been delivered."""
         await self._queue.join()
 
-    async def _deliver(self, handler: Handler, message: Message) -> None:
+    async def _deliver(self, handler: Handler, envelope: Envelope) -> None:
         try:
-            result = handler(message)
+            result = handler(envelope)
             if inspect.isawaitable(result):
                 await result
         except Exception:
-            log.exception("event handler failed for %s %s", message.exchange, message.routing_key)
+            log.exception("event handler failed for %s %s", envelope.exchange, envelope.routing_key)
 
     def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
         entry = (exchange, pattern, handler)

@@ -4,6 +4,11 @@ Every state change writes its events into the `outbox` table in its own transact
 relay reads them after commit, publishes, and deletes what was published: an event is
 published at least once, never for a change that rolled back. Only one relay works at a
 time across processes (an advisory lock), which keeps the order.
+
+The relay takes a batch (deleting it) and publishes it inside one transaction: the delete
+commits only once the bus accepted the whole batch (RabbitMQ: confirmed every message). If the
+publish fails the transaction rolls back and the batch stays, to be published again. While the
+bus is unavailable the relay waits for it to come back rather than retrying against it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 
 import orjson
 
-from taskyard.events.port import EventBus
+from taskyard.events.port import BusUnavailable, EventBus
 from taskyard.model.messages import Message
 from taskyard.storage.port import Row, Storage, Tx
 
@@ -53,6 +58,10 @@ class OutboxRelay:
             try:
                 while await self.relay_once():
                     pass
+            except BusUnavailable:
+                # The bus logs its outages; the events stay in the outbox until it is back.
+                await self._bus.wait_ready()
+                continue
             except Exception:
                 log.exception("outbox relay failed; retrying")
             with contextlib.suppress(TimeoutError):
@@ -63,7 +72,11 @@ class OutboxRelay:
             self._wake.clear()
 
     async def relay_once(self) -> int:
-        """Publish and delete one batch; answer how many events it held."""
+        """Publish and delete one batch; answer how many events it held.
+
+        The delete commits only if the publish returned: a publish that raises leaves the batch
+        in the outbox.
+        """
         async with self._storage.transaction() as tx:
             rows = sorted(await tx.fetch("take_events", BATCH, _RELAY_LOCK), key=lambda r: int(r["id"]))
             if rows:

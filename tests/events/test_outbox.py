@@ -1,0 +1,89 @@
+"""The relay deletes a batch from the outbox only once the bus accepted all of it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+
+import pytest
+
+from taskyard.events.memory import MemoryBus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.events.port import BusUnavailable
+from taskyard.events.profiles import TC_PREFIX
+from taskyard.model.messages import Message
+from taskyard.queue import tasks
+from taskyard.queue.service import Queue
+from taskyard.storage.port import Storage
+from tests.conftest import FakeClock, until
+from tests.queue.helpers import definition, new_id
+
+
+class FlakyBus(MemoryBus):
+    """A memory bus that refuses to publish while `down`, as a broker that is away would."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.attempts = 0
+        self.up = asyncio.Event()
+        self.pending: list[str] = []
+        self.subscribe(TC_PREFIX + "task-pending", "#", lambda e: self.pending.append(e.routing_key))
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        self.attempts += 1
+        if self.down:
+            raise BusUnavailable("the broker is away")
+        await super().publish(messages)
+
+    async def wait_ready(self) -> None:
+        await self.up.wait()
+
+    def come_back(self) -> None:
+        self.down = False
+        self.up.set()
+
+
+async def test_a_failed_publish_rolls_the_delete_back(
+    queue: Queue, storage: Storage, clock: FakeClock
+) -> None:
+    bus = FlakyBus()
+    relay = OutboxRelay(storage, bus)
+    task_id = new_id()
+    await tasks.create_task(queue, task_id, definition(clock.now))
+    with pytest.raises(BusUnavailable):
+        await relay.relay_once()
+    with pytest.raises(BusUnavailable):  # the same batch again: nothing was deleted
+        await relay.relay_once()
+    bus.come_back()
+    assert await relay.relay_once() == 2
+    assert await relay.relay_once() == 0
+    await bus.flush()
+    assert bus.pending == [f"primary.{task_id}.0._._.test-prov.test-worker.-.{task_id}._"]
+    await bus.close()
+
+
+async def test_the_relay_waits_for_an_unavailable_bus_quietly(
+    queue: Queue, storage: Storage, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    bus = FlakyBus()
+    relay = OutboxRelay(storage, bus, idle_seconds=0.01)
+    queue.events_committed = relay.kick
+    running = asyncio.create_task(relay.run())
+    try:
+        await tasks.create_task(queue, new_id(), definition(clock.now))
+        await until(lambda: bus.attempts >= 1)
+        for _ in range(3):  # commits go on; the relay does not hammer the bus meanwhile
+            await tasks.create_task(queue, new_id(), definition(clock.now))
+        await asyncio.sleep(0.1)
+        assert bus.attempts == 1 and caplog.records == []
+        bus.come_back()
+        await until(lambda: len(bus.pending) == 4)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        await bus.close()
