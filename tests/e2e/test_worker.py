@@ -27,6 +27,7 @@ from tests.e2e.workers import (
     log_text,
     resolved,
     running,
+    sh,
     wait_for,
 )
 
@@ -65,10 +66,6 @@ def server_with_worker(
     finally:
         process.stop()
         own.stop()
-
-
-def sh(script: str) -> list[list[str]]:
-    return [["/bin/sh", "-c", script]]
 
 
 # Outcomes -----------------------------------------------------------------------------------
