@@ -15,9 +15,12 @@ from taskyard.auth import static
 from taskyard.cli import admin, options, tasks
 from taskyard.cli import worker as worker_cli
 from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.lockfile import InUse
 from taskyard.model.errors import ConfigError, TaskyardError
 
 T = TypeVar("T")
+# The data or work directory is held by another live taskyard process: nothing was done.
+EXIT_IN_USE = 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -86,6 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
         run(serve(config, banner=banner(config, local_worker), worker=local_worker))
+    except InUse as exc:
+        for line in exc.message.splitlines():
+            print(f"taskyard: {line}", file=sys.stderr)
+        return EXIT_IN_USE
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2
