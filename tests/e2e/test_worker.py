@@ -13,6 +13,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ import pytest
 import taskcluster
 
 from tests.e2e import helpers
-from tests.e2e.conftest import TASKYARD, Server, start_server
+from tests.e2e.conftest import TASKYARD, Server, free_port, start_server
 from tests.e2e.workers import (
     WorkerProcess,
     create,
@@ -465,6 +466,37 @@ def _completed_with_its_whole_log(server: Server, task_id: str) -> None:
     lines = log.splitlines()
     assert "first half" in lines and "second half" in lines, log
     assert "=== Task Finished ===" in log
+
+
+def test_a_second_up_on_the_same_data_directory_refuses_and_harms_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(request.getfixturevalue("sqlite_template"), data / "taskyard.sqlite3")
+    db = f"sqlite:///{data}/taskyard.sqlite3"
+    first = start_server(db, data, name="first", command="up", extra_args=["--capacity", "1"])
+    second = replace(first, name="second", port=free_port(), log_file=tmp_path / "second.log", process=None)
+    serve = replace(second, name="serve", command="serve", extra_args=[], log_file=tmp_path / "serve.log")
+    try:
+        assert first.process is not None
+        task_id, go = _waiting_task(first.client(), "local/default", tmp_path)
+        refused = second.launch()
+        _outlived(refused, data / "work", task_id)
+        go.touch()
+        _completed_with_its_whole_log(first, task_id)
+
+        assert refused.wait(timeout=30) == 3
+        said = second.log_path.read_text()
+        assert f"pid {first.process.pid}" in said and first.root_url in said, said
+        assert len(said.strip().splitlines()) <= 2, said
+        # A `serve` on the same SQLite data directory is refused the same way.
+        assert serve.launch().wait(timeout=30) == 3
+        assert f"pid {first.process.pid}" in serve.log_path.read_text()
+    finally:
+        serve.stop()
+        second.stop()
+        first.stop()
 
 
 def test_a_second_worker_on_the_same_work_directory_refuses_and_harms_nothing(
