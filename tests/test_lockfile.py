@@ -88,7 +88,11 @@ async def test_a_child_given_the_lock_holds_it_once_its_parent_is_gone(tmp_path:
         with pytest.raises(lockfile.InUse) as refused:
             hold(path)
         assert refused.value.pid == parent
-        assert "which has exited; a process it started still holds the lock" in refused.value.message
+        assert refused.value.message.splitlines() == [
+            f"the data directory {tmp_path} is in use by another process (pid {parent}), which has exited, "
+            "but a process it started still holds the lock",
+            "wait for that one to end, or give this one another --data-dir",
+        ]
     finally:
         os.kill(sleeper, signal.SIGKILL)
     await until(lambda: free(path))  # the sleeper is not our child: its end is not ours to wait for

@@ -42,16 +42,18 @@ class InUse(Exception):
     def message(self) -> str:
         """Two lines: who holds what, and what to do about it."""
         holder = self.owner.get("process", "another process")
-        if self.pid is None:
-            details = ["pid unknown"]
-        elif alive(self.pid):
-            details = [f"pid {self.pid}"]
-        else:
-            details = [f"pid {self.pid}, which has exited; a process it started still holds the lock"]
+        details = [f"pid {self.pid}" if self.pid is not None else "pid unknown"]
         if self.owner.get("url"):
             details.append(f"at {self.owner['url']}")
+        where = f"{self.what} {os.path.abspath(self.path.parent)}"
+        if self.pid is not None and not alive(self.pid):
+            return (
+                f"{where} is in use by {holder} ({', '.join(details)}), which has exited, but a "
+                f"process it started still holds the lock\n"
+                f"wait for that one to end, or give this one another {self.flag}"
+            )
         return (
-            f"{self.what} {self.path.parent} is in use by {holder} ({', '.join(details)})\n"
+            f"{where} is in use by {holder} ({', '.join(details)})\n"
             f"stop that one first, or give this one another {self.flag}"
         )
 
