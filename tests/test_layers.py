@@ -18,7 +18,7 @@ ALLOWED = {
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "api": {"model", "storage", "events", "artifacts", "auth", "queue", "config", "__init__"},
     # The worker is a client of the API: it signs requests, and never reaches into the server.
-    "worker": {"model", "auth", "config"},
+    "worker": {"model", "auth", "config", "lockfile"},
     "cli": {
         "model",
         "storage",
@@ -29,6 +29,7 @@ ALLOWED = {
         "api",
         "config",
         "worker",
+        "lockfile",
         "__init__",
     },
 }

@@ -67,6 +67,7 @@ class Server:
     port: int = field(default_factory=free_port)
     extra_args: list[str] = field(default_factory=list)  # more `taskyard serve` flags
     command: str = "serve"  # or "up": the same server with a local worker
+    log_file: Path | None = None  # where its output goes; DATA_DIR/server.log when None
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -79,7 +80,7 @@ class Server:
 
     @property
     def log_path(self) -> Path:
-        return self.data_dir / "server.log"
+        return self.log_file or self.data_dir / "server.log"
 
     @property
     def credentials(self) -> dict[str, str]:
@@ -102,6 +103,17 @@ class Server:
         return taskcluster.Auth(self.options(credentials))
 
     def start(self) -> Server:
+        """Launch the process and wait until it answers ping."""
+        self.launch()
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the process without waiting for it: for one that is expected to refuse."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         command = [
             str(TASKYARD),
@@ -132,12 +144,7 @@ class Server:
                 command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
             )
         RUNNING.append(self)
-        try:
-            self._wait_until_up()
-        except BaseException:
-            self.stop()
-            raise
-        return self
+        return self.process
 
     def _wait_until_up(self) -> None:
         assert self.process is not None

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import CLAIM_WORK_TIMEOUT, Server
+from tests.e2e.conftest import CLAIM_WORK_TIMEOUT, Server, free_port, start_server
 from tests.e2e.helpers import WORKER, create, task_queue_id
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("db_url", ["postgres"], indirect=True)]
@@ -112,3 +114,17 @@ def test_concurrent_claims_on_both_processes_never_share_a_task(two_servers: tup
                 worker.body["workerId"],
             )
     assert queue.taskQueueCounts(task_queue)["claimedTasks"] == len(made)
+
+
+def test_servers_on_postgresql_may_share_a_data_directory(db_url: str, tmp_path: Path) -> None:
+    """Only `up` and servers on SQLite own their data directory; scale-out servers share theirs."""
+    first = start_server(db_url, tmp_path / "data", name="A")
+    try:
+        second = replace(first, name="B", port=free_port(), log_file=tmp_path / "b.log", process=None).start()
+        try:
+            task_id = create(second.client(), task_queue_id("shared-data-dir"))
+            assert first.client().status(task_id)["status"]["state"] == "pending"
+        finally:
+            second.stop()
+    finally:
+        first.stop()

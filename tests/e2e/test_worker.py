@@ -13,13 +13,15 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import taskcluster
 
-from tests.e2e.conftest import TASKYARD, Server, start_server
+from tests.e2e import helpers
+from tests.e2e.conftest import TASKYARD, Server, free_port, start_server
 from tests.e2e.workers import (
     WorkerProcess,
     create,
@@ -27,6 +29,7 @@ from tests.e2e.workers import (
     log_text,
     resolved,
     running,
+    sh,
     wait_for,
 )
 
@@ -65,10 +68,6 @@ def server_with_worker(
     finally:
         process.stop()
         own.stop()
-
-
-def sh(script: str) -> list[list[str]]:
-    return [["/bin/sh", "-c", script]]
 
 
 # Outcomes -----------------------------------------------------------------------------------
@@ -435,3 +434,89 @@ def test_up_s_worker_dies_with_it(sqlite_url: str, tmp_path: Path) -> None:
         assert time.monotonic() < give_up, "the worker outlived taskyard up"
         time.sleep(0.1)
     up.stop()
+
+
+# One directory, one owner -----------------------------------------------------------------------
+
+
+def _waiting_task(queue: taskcluster.Queue, task_queue: str, tmp_path: Path) -> tuple[str, Path]:
+    """A task that prints half its log, then waits for the file `go` before printing the rest;
+    answered once it has started, with that file's path."""
+    started, go = tmp_path / "started", tmp_path / "go"
+    script = f"echo first half; touch {started}; until [ -e {go} ]; do sleep 0.1; done; echo second half"
+    task_id = create(queue, task_queue, {"command": sh(script), "maxRunTime": 600})
+    helpers.wait_for(started.exists, what="the task to start", timeout=60)
+    return task_id, go
+
+
+def _outlived(process: subprocess.Popen[bytes], work: Path, task_id: str) -> None:
+    """Wait until `process` exits or, if it does not refuse, until it has removed the task's files."""
+    own = [work / "tasks" / f"{task_id}-0", work / "logs" / f"{task_id}-0.log"]
+    helpers.wait_for(
+        lambda: process.poll() is not None or not all(path.exists() for path in own),
+        what="the second process to exit",
+        timeout=60,
+    )
+
+
+def _completed_with_its_whole_log(server: Server, task_id: str) -> None:
+    run = resolved(server.client(), task_id)
+    assert (run["state"], run["reasonResolved"]) == ("completed", "completed"), run
+    log = log_text(server, task_id)
+    lines = log.splitlines()
+    assert "first half" in lines and "second half" in lines, log
+    assert "=== Task Finished ===" in log
+
+
+def test_a_second_up_on_the_same_data_directory_refuses_and_harms_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(request.getfixturevalue("sqlite_template"), data / "taskyard.sqlite3")
+    db = f"sqlite:///{data}/taskyard.sqlite3"
+    first = start_server(db, data, name="first", command="up", extra_args=["--capacity", "1"])
+    second = replace(first, name="second", port=free_port(), log_file=tmp_path / "second.log", process=None)
+    serve = replace(second, name="serve", command="serve", extra_args=[], log_file=tmp_path / "serve.log")
+    try:
+        assert first.process is not None
+        task_id, go = _waiting_task(first.client(), "local/default", tmp_path)
+        refused = second.launch()
+        _outlived(refused, data / "work", task_id)
+        go.touch()
+        _completed_with_its_whole_log(first, task_id)
+
+        assert refused.wait(timeout=30) == 3
+        said = second.log_path.read_text()
+        assert f"pid {first.process.pid}" in said and first.root_url in said, said
+        assert len(said.strip().splitlines()) <= 2, said
+        # A `serve` on the same SQLite data directory is refused the same way.
+        assert serve.launch().wait(timeout=30) == 3
+        assert f"pid {first.process.pid}" in serve.log_path.read_text()
+    finally:
+        serve.stop()
+        second.stop()
+        first.stop()
+
+
+def test_a_second_worker_on_the_same_work_directory_refuses_and_harms_nothing(
+    server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    first = WorkerProcess(server, tq, work).start()
+    second = WorkerProcess(server, tq, work, name="second", args=["--worker-id", "w2"])
+    try:
+        assert first.process is not None
+        task_id, go = _waiting_task(queue, tq, tmp_path)
+        second.start()
+        assert second.process is not None
+        _outlived(second.process, work, task_id)
+        go.touch()
+        _completed_with_its_whole_log(server, task_id)
+
+        assert second.wait(timeout=30) == 3
+        said = second.log_path.read_text()
+        assert f"pid {first.process.pid}" in said and str(work) in said, said
+    finally:
+        second.stop()
+        first.stop()

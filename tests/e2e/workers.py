@@ -42,7 +42,9 @@ class WorkerProcess:
 
     @property
     def log_path(self) -> Path:
-        return self.work_dir.parent / f"{self.work_dir.name}.log"
+        """WORK_DIR.log beside the work directory; WORK_DIR-NAME.log for a worker given a name."""
+        suffix = "" if self.name == "worker" else f"-{self.name}"
+        return self.work_dir.parent / f"{self.work_dir.name}{suffix}.log"
 
     def start(self) -> WorkerProcess:
         command = [
@@ -105,6 +107,11 @@ class WorkerProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError as exc:
             return f"(no log: {exc})"
+
+
+def sh(script: str) -> list[list[str]]:
+    """A payload's `command`: one shell script."""
+    return [["/bin/sh", "-c", script]]
 
 
 def task(task_queue: str, payload: dict[str, Any], **overrides: Any) -> dict[str, Any]:

@@ -15,9 +15,12 @@ from taskyard.auth import static
 from taskyard.cli import admin, options, tasks
 from taskyard.cli import worker as worker_cli
 from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.lockfile import InUse
 from taskyard.model.errors import ConfigError, TaskyardError
 
 T = TypeVar("T")
+# The data or work directory is held by another live taskyard process: nothing was done.
+EXIT_IN_USE = 3
 
 
 def parser() -> argparse.ArgumentParser:
@@ -81,11 +84,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             # of the worker, 3 ms apiece, which for short tasks outweighs uvloop's faster I/O.
             return asyncio.run(worker_cli.run_worker(worker_cli.worker_config(args, os.environ)))
         values = options.resolve(args, os.environ)
-        config = options.server_config(values, os.environ)
-        from taskyard.cli.serve import serve
+        lock = options.lock_data_dir(args.command, values)
+        try:
+            config = options.server_config(values, os.environ)
+            from taskyard.cli.serve import serve
 
-        local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
-        run(serve(config, banner=banner(config, local_worker), worker=local_worker))
+            local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
+            run(serve(config, banner=banner(config, local_worker), worker=local_worker, lock=lock))
+        finally:
+            if lock is not None:
+                lock.release()
+    except InUse as exc:
+        for line in exc.message.splitlines():
+            print(f"taskyard: {line}", file=sys.stderr)
+        return EXIT_IN_USE
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2

@@ -11,7 +11,10 @@ from typing import Any
 from taskyard import events
 from taskyard.config import QueueConfig, ServerConfig
 from taskyard.events.profiles import parse_profiles
+from taskyard.lockfile import Lock, acquire
 from taskyard.model.errors import ConfigError
+
+DATA_DIR_LOCK = "taskyard.lock"
 
 
 def env_name(dest: str) -> str:
@@ -119,6 +122,29 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         help="largest live log a run may append (more gets 413)",
         default=QueueConfig.max_live_log_bytes,
         type=int,
+    )
+
+
+def lock_data_dir(command: str, values: Mapping[str, Any]) -> Lock | None:
+    """Make this process the data directory's only `up` or SQLite `serve`, for as long as it runs.
+
+    lockfile.InUse, before the database or anything else in the directory is touched, if a live
+    one holds it already. What one of these owns is not to be shared: `up` runs its worker in
+    DATA_DIR/work, and a SQLite database is one process's, whose notifications (claimWork
+    wake-ups, live-log followers, auth cache invalidations) never reach another process. Servers
+    on PostgreSQL take no lock: several of them on one database is how taskyard scales out, and
+    what they may share in a data directory (the root token and secret key, read once, and the
+    local artifact store, written under unique names) needs no owner.
+    """
+    if command == "serve" and str(values["db"]).startswith(("postgresql://", "postgres://")):
+        return None
+    url = values["public_url"].rstrip("/") or f"http://{values['host']}:{values['port']}"
+    return acquire(
+        Path(values["data_dir"]) / DATA_DIR_LOCK,
+        what="the data directory",
+        flag="--data-dir",
+        process=f"taskyard {command}",
+        url=url,
     )
 
 

@@ -22,6 +22,7 @@ from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.events import open_bus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import EventBus
+from taskyard.lockfile import Lock
 from taskyard.queue import livelogs, resolvers
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
@@ -145,9 +146,14 @@ class _Server(uvicorn.Server):
 
 
 async def serve(
-    config: ServerConfig, *, banner: str | None = None, worker: WorkerConfig | None = None
+    config: ServerConfig,
+    *,
+    banner: str | None = None,
+    worker: WorkerConfig | None = None,
+    lock: Lock | None = None,
 ) -> None:
-    """Serve the API until interrupted; with `worker`, run that worker in this process too."""
+    """Serve the API until interrupted; with `worker`, run that worker as a child process, which
+    shares `lock` (the data directory's) so that it stays held until the worker is gone too."""
     app = application(config)
     server = _Server(
         uvicorn.Config(
@@ -162,7 +168,7 @@ async def serve(
         if banner:
             print(banner, flush=True)
         if worker is not None:
-            await _run_local_worker(server, worker)
+            await _run_local_worker(server, worker, lock)
 
     starting = asyncio.create_task(start())
     try:
@@ -173,15 +179,22 @@ async def serve(
             await starting
 
 
-async def _run_local_worker(server: _Server, config: WorkerConfig) -> None:
+async def _run_local_worker(server: _Server, config: WorkerConfig, lock: Lock | None) -> None:
     """`taskyard worker` as a child process: a core of its own on a multi-core machine, and a task
     that upsets the worker can't take the API down. It is stopped with SIGTERM before the API
-    (its tasks resolved worker-shutdown), and dies with this process in any case."""
+    (its tasks resolved worker-shutdown), and dies with this process in any case.
+
+    It holds the data directory's lock too: if this process is killed outright, its worker still
+    takes a moment to stop its tasks, and a new `up` must not start on the directory meanwhile."""
     from taskyard.cli.worker import worker_process
 
     command, env = worker_process(config)
     child = await asyncio.create_subprocess_exec(
-        *command, env=env, start_new_session=True, preexec_fn=_die_with_parent
+        *command,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+        pass_fds=() if lock is None else (lock.fileno(),),
     )
 
     async def stop() -> None:

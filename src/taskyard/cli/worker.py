@@ -37,7 +37,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="claim tasks from a task queue and run them",
         description="Claim tasks from a task queue and run their commands (generic-worker's payload). "
         "SIGINT: finish running tasks, claim no more, exit 71 (twice: as SIGTERM). SIGTERM: resolve "
-        "running tasks exception/worker-shutdown so the queue retries them, exit 72.",
+        "running tasks exception/worker-shutdown so the queue retries them, exit 72. Another live worker "
+        "on the same --work-dir: refuse at once, exit 3.",
     )
     admin.add_connection_options(worker)
     add_worker_options(worker, capacity=1)

@@ -3,7 +3,17 @@
 Exit codes follow generic-worker's: 0 after `drain(EXIT_DONE)`, 71 after SIGINT (running
 tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
-A second SIGINT acts as SIGTERM.
+A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below).
+
+One work directory, one worker. Before it touches anything in its work directory, a worker
+takes an exclusive `flock` on `<work-dir>/worker.lock` and holds it until it exits; if a live
+worker holds it, this one refuses to start (`lockfile.InUse`, naming the holder's pid) rather
+than share. So whatever a starting worker finds under `tasks/`, `tmp/` and `logs/` belongs to no
+live worker, and it removes all of it: the kernel releases a dead worker's lock whatever killed
+it, so a crashed worker's leftovers are cleared by the next one, and a live worker's files are
+never touched. A lock per task directory instead would let two workers share a directory, at
+the price of a lock to check for every leftover and a race between creating one and clearing
+it; nothing needs two workers in one directory, and capacity already runs tasks side by side.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from taskyard.config import WorkerConfig
+from taskyard.lockfile import acquire
 from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
 
@@ -27,6 +38,7 @@ EXIT_INTERRUPTED = 71
 EXIT_SHUTDOWN = 72
 MAX_CLAIM = 32  # the queue hands out at most 32 tasks per claimWork
 MAX_BACKOFF = 30.0
+LOCK_FILE = "worker.lock"
 
 
 class Worker:
@@ -72,9 +84,26 @@ class Worker:
     # Running -------------------------------------------------------------------------------
 
     async def run(self) -> int:
-        """Claim and run tasks until told to stop; answer the exit code."""
+        """Claim and run tasks until told to stop; answer the exit code.
+
+        lockfile.InUse, before anything is claimed or removed, if a live worker owns the work directory.
+        """
         c = self.config
-        await asyncio.to_thread(clear_leftovers, Path(c.work_dir))
+        try:
+            with acquire(
+                Path(c.work_dir) / LOCK_FILE,
+                what="the work directory",
+                flag="--work-dir",
+                process=f"taskyard worker {c.worker_group}/{c.worker_id} on {c.task_queue_id}",
+            ):
+                await asyncio.to_thread(clear_leftovers, Path(c.work_dir))
+                return await self._run_owning_work_dir()
+        finally:
+            if self._own_client:
+                await self.client.close()
+
+    async def _run_owning_work_dir(self) -> int:
+        c = self.config
         log.info(
             "worker %s/%s claiming from %s, capacity %d",
             c.worker_group,
@@ -92,8 +121,6 @@ class Worker:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
-            if self._own_client:
-                await self.client.close()
         return self._exit_code
 
     async def _claim_loop(self) -> None:
@@ -196,7 +223,8 @@ def _stop_if_not_running(run: TaskRun, status: Any) -> None:
 
 def clear_leftovers(work_dir: Path) -> None:
     """Remove what a worker that died mid-task left in its work directory: no task of this worker
-    is running yet, and a disk filled by dead tasks would fail the live ones."""
+    is running yet, and a disk filled by dead tasks would fail the live ones. Only for a worker
+    holding the directory's lock: without it, these could be a live worker's running tasks."""
     for part in ("tasks", "tmp", "logs"):
         for leftover in sorted((work_dir / part).glob("*")):
             log.info("removing %s, left by a task that did not finish", leftover)
