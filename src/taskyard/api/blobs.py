@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api.errors import error_body
+from taskyard.api.errors import error_response
 from taskyard.artifacts.port import ServedStore
 from taskyard.model.errors import InputTooLarge, ResourceNotFound, TaskyardError
 
@@ -66,8 +65,7 @@ def routes(services: Any) -> list[StarletteRoute]:
             try:
                 return await act(services, request)
             except TaskyardError as exc:
-                body = error_body(exc, method=f"blob{method.title()}", params={}, payload=None)
-                return Response(orjson.dumps(body), exc.status, media_type="application/json")
+                return error_response(exc, method=f"blob{method.title()}", params={}, payload=None)
 
         return handle
 

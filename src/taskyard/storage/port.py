@@ -4,6 +4,10 @@ Services speak to storage through named queries (`storage/sql/*.sql`), run insid
 transaction (`Storage.transaction()`) or a read-only session (`Storage.reader()`). Each
 adapter supplies every name; where the dialects differ an adapter's file overrides the
 shared one. Service code never asks which database it is on.
+
+Errors. An adapter raises only the port's errors for what the database did: `UniqueViolation`
+(409) and `DatabaseUnavailable` (503 with Retry-After: unreachable, restarting, out of
+connections, connection lost); anything else it lets through is a bug.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from taskyard.model.errors import RequestConflict, Unavailable
 
 Row = Mapping[str, Any]
 Listener = Callable[[str], None]
+RETRY_AFTER_SECONDS = 2
 
 
 class UniqueViolation(RequestConflict):
@@ -24,6 +29,8 @@ class UniqueViolation(RequestConflict):
 
 class DatabaseUnavailable(Unavailable):
     """The database could not be reached or is too busy; try again."""
+
+    retry_after = RETRY_AFTER_SECONDS
 
 
 class Session(Protocol):

@@ -3,11 +3,17 @@
 Several taskyard processes may share one database: races are settled by row locks and
 conditional updates, claims by `FOR UPDATE SKIP LOCKED`, and wake-ups cross processes by
 LISTEN/NOTIFY.
+
+Failures. `wrap_db_errors` sorts every driver error by its SQLSTATE class (or, for errors the
+driver raises itself, by its kind) into the port's: the server going away, restarting, refusing
+connections or out of them is `DatabaseUnavailable` (503). A connection that failed is closed,
+never handed back to the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -28,6 +34,41 @@ _WORDS = {
 _MIGRATION_LOCK = 0x7A5C_0001
 
 
+# SQLSTATE classes (and single states) that mean: the server can't serve us now, try again.
+_UNAVAILABLE_CLASSES = {
+    "08",  # connection exception: lost, refused, protocol broken
+    "53",  # insufficient resources: too many connections, disk full, out of memory
+    "57",  # operator intervention: shutting down, starting up, cancelled, database dropped
+    "58",  # system error: I/O error in the server
+}
+_UNAVAILABLE_STATES = {
+    "40001",  # serialization failure: try again
+    "40P01",  # deadlock detected: try again
+    "25006",  # read-only transaction: we reached a standby (during a failover)
+    "55P03",  # lock not available: a lock wait timed out
+}
+# Errors asyncpg raises itself that mean a mistake in the call, not an unavailable server.
+_CALLER_MISTAKES = (
+    ValueError,  # ClientConfigurationError, and bad arguments
+    asyncpg.exceptions.UnsupportedClientFeatureError,
+    asyncpg.exceptions.UnsupportedServerFeatureError,
+)
+
+
+def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
+    """The port's error for a driver's exception, or None if it is not about availability."""
+    if isinstance(exc, asyncpg.PostgresError):
+        state = str(exc.sqlstate or "")
+        if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
+            return DatabaseUnavailable
+        return None
+    if isinstance(exc, asyncpg.InterfaceError):  # "connection is closed", "released back to the pool"
+        return None if isinstance(exc, _CALLER_MISTAKES) else DatabaseUnavailable
+    if isinstance(exc, asyncpg.InternalClientError | OSError):  # protocol state broken; sockets, timeouts
+        return DatabaseUnavailable
+    return None
+
+
 @contextmanager
 def wrap_db_errors() -> Iterator[None]:
     """Translate asyncpg's exceptions into the port's."""
@@ -35,10 +76,11 @@ def wrap_db_errors() -> Iterator[None]:
         yield
     except asyncpg.UniqueViolationError as exc:
         raise UniqueViolation(f"conflicting row: {exc.detail or exc}") from exc
-    except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
-        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
-    except asyncpg.DeadlockDetectedError as exc:
-        raise DatabaseUnavailable("PostgreSQL detected a deadlock; try again") from exc
+    except Exception as exc:
+        kind = classify(exc)
+        if kind is None:
+            raise
+        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
 
 
 class _Session:
@@ -98,12 +140,16 @@ class PostgresStorage:
             self._pool = await asyncpg.create_pool(
                 self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session
             )
-            await self._migrate()
+            try:
+                await self._migrate()
+            except BaseException:
+                pool, self._pool = self._pool, None
+                pool.terminate()
+                raise
         return self
 
     async def _migrate(self) -> None:
-        assert self._pool is not None
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._open_pool().acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -119,29 +165,44 @@ class PostgresStorage:
                     "INSERT INTO schema_migrations VALUES ($1, $2, $3)", version, name, dates.now_ms()
                 )
 
+    def _open_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise DatabaseUnavailable("the PostgreSQL storage is closed")
+        return self._pool
+
+    async def _acquire(self, pool: asyncpg.Pool) -> Any:
+        with wrap_db_errors():
+            return await pool.acquire()
+
+    async def _release(self, pool: asyncpg.Pool, conn: Any, *, broken: bool) -> None:
+        """Hand `conn` back to the pool; close it instead if a failure may have broken it."""
+        if broken:
+            _terminate(conn)  # the pool opens a fresh one when it is next needed
+        try:
+            await pool.release(conn)
+        except Exception as exc:  # it was broken after all; asyncpg has closed it
+            log.debug("could not return a connection to the pool: %r", exc)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
-        assert self._pool is not None, "storage is not open"
-        with wrap_db_errors():
-            conn = await self._pool.acquire()
+        pool = self._open_pool()
+        conn = await self._acquire(pool)
+        session = _Session(conn, self._queries)
+        broken = False
         try:
-            session = _Session(conn, self._queries)
-            try:
-                with wrap_db_errors():
-                    await conn.execute("BEGIN")
-                yield session
-                with wrap_db_errors():
-                    # Notifications ride in the same round trip as COMMIT, and are sent by it.
-                    await conn.execute(self._notify_sql(session._notes) + "COMMIT")
-            except BaseException:
-                try:
-                    if conn.is_in_transaction():
-                        await conn.execute("ROLLBACK")
-                except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
-                    conn.terminate()
-                raise
+            with wrap_db_errors():
+                await conn.execute("BEGIN")
+            yield session
+            with wrap_db_errors():
+                # Notifications ride in the same round trip as COMMIT, and are sent by it.
+                await conn.execute(self._notify_sql(session._notes) + "COMMIT")
+        except BaseException as exc:
+            broken = isinstance(exc, DatabaseUnavailable)
+            if not broken:
+                await _roll_back(conn)
+            raise
         finally:
-            await self._pool.release(conn)
+            await self._release(pool, conn, broken=broken)
         self._deliver(session)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
@@ -162,13 +223,16 @@ class PostgresStorage:
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[_Session]:
-        assert self._pool is not None, "storage is not open"
-        with wrap_db_errors():
-            conn = await self._pool.acquire()
+        pool = self._open_pool()
+        conn = await self._acquire(pool)
+        broken = False
         try:
             yield _Session(conn, self._queries)
+        except DatabaseUnavailable:
+            broken = True
+            raise
         finally:
-            await self._pool.release(conn)
+            await self._release(pool, conn, broken=broken)
 
     async def listen(self, channel: str, listener: Listener) -> None:
         if self._listen_conn is None:
@@ -216,6 +280,21 @@ class PostgresStorage:
             self._listen_conn = None
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
+
+
+async def _roll_back(conn: Any) -> None:
+    try:
+        if conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
+    except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
+        _terminate(conn)
+
+
+def _terminate(conn: Any) -> None:
+    """Close a pooled connection at once. A connection asyncpg saw die is already back in its pool,
+    and its proxy refuses every call, terminate() too ("released back to the pool")."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
 
 
 def _literal(text: str) -> str:
