@@ -6,8 +6,10 @@ LISTEN/NOTIFY.
 
 Failures. `wrap_db_errors` sorts every driver error by its SQLSTATE class (or, for errors the
 driver raises itself, by its kind) into the port's: the server going away, restarting, refusing
-connections or out of them is `DatabaseUnavailable` (503). A connection that failed is closed,
-never handed back to the pool.
+connections or out of them is `DatabaseUnavailable` (503); a deadlock or serialization failure
+is `TransactionRolledBack`. A transaction whose connection fails before COMMIT is sent is
+`TransactionRolledBack` too (see the port for who runs it again); one whose COMMIT may have
+reached the server is not. A connection that failed is closed, never handed back to the pool.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ import asyncpg
 
 from taskyard.model import dates
 from taskyard.storage import _queries
-from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+from taskyard.storage.port import (
+    DatabaseUnavailable,
+    Listener,
+    Row,
+    TransactionRolledBack,
+    Tx,
+    UniqueViolation,
+)
 
 log = logging.getLogger(__name__)
 _WORDS = {
@@ -33,7 +42,8 @@ _WORDS = {
 }
 _MIGRATION_LOCK = 0x7A5C_0001
 
-
+# SQLSTATEs of a transaction the server rolled back, which may succeed if run again.
+_ROLLED_BACK = {"40001": "a serialization failure", "40P01": "a deadlock"}
 # SQLSTATE classes (and single states) that mean: the server can't serve us now, try again.
 _UNAVAILABLE_CLASSES = {
     "08",  # connection exception: lost, refused, protocol broken
@@ -42,8 +52,6 @@ _UNAVAILABLE_CLASSES = {
     "58",  # system error: I/O error in the server
 }
 _UNAVAILABLE_STATES = {
-    "40001",  # serialization failure: try again
-    "40P01",  # deadlock detected: try again
     "25006",  # read-only transaction: we reached a standby (during a failover)
     "55P03",  # lock not available: a lock wait timed out
 }
@@ -59,6 +67,8 @@ def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
     """The port's error for a driver's exception, or None if it is not about availability."""
     if isinstance(exc, asyncpg.PostgresError):
         state = str(exc.sqlstate or "")
+        if state in _ROLLED_BACK or isinstance(exc, asyncpg.exceptions.InvalidCachedStatementError):
+            return TransactionRolledBack  # the server aborted the transaction; the connection is fine
         if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
             return DatabaseUnavailable
         return None
@@ -80,6 +90,9 @@ def wrap_db_errors() -> Iterator[None]:
         kind = classify(exc)
         if kind is None:
             raise
+        if kind is TransactionRolledBack:
+            why = _ROLLED_BACK.get(str(getattr(exc, "sqlstate", "")), "a schema change")
+            raise TransactionRolledBack(f"PostgreSQL rolled the transaction back after {why}") from exc
         raise DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
 
 
@@ -190,14 +203,30 @@ class PostgresStorage:
         session = _Session(conn, self._queries)
         broken = False
         try:
-            with wrap_db_errors():
-                await conn.execute("BEGIN")
-            yield session
-            with wrap_db_errors():
-                # Notifications ride in the same round trip as COMMIT, and are sent by it.
-                await conn.execute(self._notify_sql(session._notes) + "COMMIT")
-        except BaseException as exc:
-            broken = isinstance(exc, DatabaseUnavailable)
+            try:
+                with wrap_db_errors():
+                    await conn.execute("BEGIN")
+                yield session
+            except DatabaseUnavailable as exc:
+                if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
+                    raise
+                broken = True  # and COMMIT was not sent: the server can't have committed any of it
+                raise TransactionRolledBack(f"lost the transaction before it committed: {exc}") from exc
+            if conn.is_closed():
+                broken = True
+                raise TransactionRolledBack("the connection closed before the transaction could commit")
+            try:
+                with wrap_db_errors():
+                    # Notifications ride in the same round trip as COMMIT, and are sent by it.
+                    await conn.execute(self._notify_sql(session._notes) + "COMMIT")
+            except DatabaseUnavailable as exc:
+                if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
+                    raise
+                broken = True
+                raise DatabaseUnavailable(
+                    f"PostgreSQL failed during COMMIT; the transaction may have committed or not: {exc}"
+                ) from exc
+        except BaseException:
             if not broken:
                 await _roll_back(conn)
             raise
@@ -228,8 +257,8 @@ class PostgresStorage:
         broken = False
         try:
             yield _Session(conn, self._queries)
-        except DatabaseUnavailable:
-            broken = True
+        except DatabaseUnavailable as exc:
+            broken = not isinstance(exc, TransactionRolledBack)
             raise
         finally:
             await self._release(pool, conn, broken=broken)
