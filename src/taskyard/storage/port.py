@@ -30,7 +30,9 @@ from taskyard.model.errors import RequestConflict, Unavailable
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]
-Listener = Callable[[str], None]
+Listener = Callable[[str | None], None]
+"""Called with each notification's payload; with None when notifications may have been lost
+(the connection that hears them was down a while): re-check whatever they would have said."""
 T = TypeVar("T")
 RETRY_AFTER_SECONDS = 2
 
@@ -87,7 +89,8 @@ class Storage(Protocol):
         """Open a read-only session; it never blocks writers."""
 
     async def listen(self, channel: str, listener: Listener) -> None:
-        """Call `listener(payload)` for every notification on `channel`, from any process."""
+        """Call `listener(payload)` for every notification on `channel`, from any process, and
+        `listener(None)` when some may have been missed."""
 
     async def close(self) -> None:
         """Release connections."""

@@ -10,6 +10,12 @@ connections or out of them is `DatabaseUnavailable` (503); a deadlock or seriali
 is `TransactionRolledBack`. A transaction whose connection fails before COMMIT is sent is
 `TransactionRolledBack` too (see the port for who runs it again); one whose COMMIT may have
 reached the server is not. A connection that failed is closed, never handed back to the pool.
+
+Notifications arrive on one connection of their own. A task keeps it up: it learns that the
+connection is gone from the driver or, should the driver not notice (a silent network), from a
+probe every `listener_probe_seconds`; it reconnects with backoff whatever the errors on the way,
+logs one line when the connection is lost and one when it is back, and then calls every listener
+with None, so wake-ups that were missed meanwhile are looked for again.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -41,6 +49,7 @@ _WORDS = {
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
 _MIGRATION_LOCK = 0x7A5C_0001
+CONNECT_TIMEOUT = 10.0
 
 # SQLSTATEs of a transaction the server rolled back, which may succeed if run again.
 _ROLLED_BACK = {"40001": "a serialization failure", "40P01": "a deadlock"}
@@ -136,15 +145,20 @@ class _Session:
 class PostgresStorage:
     """Storage on a PostgreSQL database, shareable by many processes."""
 
+    listener_probe_seconds = 10.0  # how often the notification connection is checked
+    listener_backoff = (0.25, 5.0)  # first and longest wait between reconnection attempts
+
     def __init__(self, dsn: str, *, pool_size: int = 20) -> None:
         self.url_for_humans = _mask(dsn)
         self._dsn = dsn
         self._pool_size = pool_size
         self._queries = _queries.load("postgres")
         self._pool: asyncpg.Pool | None = None
-        self._listen_conn: asyncpg.Connection | None = None
         self._listeners: dict[str, list[Listener]] = {}
-        self._reconnecting: asyncio.Future[None] | None = None
+        self._listen_conn: asyncpg.Connection | None = None
+        self._listen_lock = asyncio.Lock()  # one operation at a time on the notification connection
+        self._listener_lost = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
         # Notifications carry this token so a process can skip its own (it delivered them already).
         self._token = f"{os.getpid()}-{id(self):x}"
 
@@ -246,7 +260,7 @@ class PostgresStorage:
         for callback in session._callbacks:
             callback()
 
-    def _dispatch(self, channel: str, payload: str) -> None:
+    def _dispatch(self, channel: str, payload: str | None) -> None:
         for listener in self._listeners.get(channel, ()):
             listener(payload)
 
@@ -263,37 +277,120 @@ class PostgresStorage:
         finally:
             await self._release(pool, conn, broken=broken)
 
+    # -------------------------------------------------------------------------------------------
+    # Notifications.
+
     async def listen(self, channel: str, listener: Listener) -> None:
-        if self._listen_conn is None:
-            await self._connect_listener()
-        assert self._listen_conn is not None
-        if channel not in self._listeners:
-            self._listeners[channel] = []
-            await self._listen_conn.add_listener(channel, self._on_notification)
-        self._listeners[channel].append(listener)
+        async with self._listen_lock:
+            new = channel not in self._listeners
+            self._listeners.setdefault(channel, []).append(listener)
+            if self._keeper is None:  # the first: connect now, so a database that is down says so
+                try:
+                    await self._connect_listener()
+                except BaseException:
+                    self._forget(channel, listener)
+                    raise
+                self._keeper = asyncio.create_task(self._keep_listening(), name="postgres-listener")
+            elif new and self._listen_conn is not None:
+                try:
+                    with wrap_db_errors():
+                        await self._listen_conn.add_listener(channel, self._on_notification)
+                except DatabaseUnavailable:
+                    self._listener_lost.set()  # reconnecting listens on every channel, this one too
+            # else: the keeper is reconnecting, and will listen on this channel too
+
+    def _forget(self, channel: str, listener: Listener) -> None:
+        self._listeners[channel].remove(listener)
+        if not self._listeners[channel]:
+            del self._listeners[channel]
 
     async def _connect_listener(self) -> None:
+        """Open the notification connection and listen on every channel (holding _listen_lock)."""
         with wrap_db_errors():
-            self._listen_conn = await asyncpg.connect(self._dsn)
-        self._listen_conn.add_termination_listener(self._on_listener_lost)
-        for channel in self._listeners:
-            await self._listen_conn.add_listener(channel, self._on_notification)
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT)
+        try:
+            with wrap_db_errors():
+                for channel in self._listeners:
+                    await conn.add_listener(channel, self._on_notification)
+        except BaseException:
+            conn.terminate()
+            raise
+        self._listener_lost.clear()
+        self._listen_conn = conn
+        conn.add_termination_listener(self._on_listener_lost)
+        if conn.is_closed():  # lost before it could tell us
+            self._listener_lost.set()
 
-    def _on_listener_lost(self, _conn: object) -> None:
-        if self._pool is None:
-            return  # closing
-        log.warning("lost the PostgreSQL notification connection; reconnecting")
-        self._listen_conn = None
-        self._reconnecting = asyncio.ensure_future(self._reconnect_listener())
+    def _on_listener_lost(self, conn: object) -> None:
+        if conn is self._listen_conn:
+            self._listener_lost.set()
 
-    async def _reconnect_listener(self) -> None:
-        delay = 0.5
-        while self._pool is not None and self._listen_conn is None:
+    async def _keep_listening(self) -> None:
+        """Until the storage closes: notice when the notification connection is lost, bring it
+        back, and tell every listener that it may have missed notifications meanwhile."""
+        while True:
             try:
-                await self._connect_listener()
-            except DatabaseUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                why = await self._until_listener_lost()
+                lost_at = time.monotonic()
+                log.warning("lost the PostgreSQL notification connection (%s); reconnecting", why)
+                await self._drop_listener()
+                attempts = await self._reconnect_listener()
+            except Exception:  # a bug; this task is all that brings notifications back: go on
+                log.exception("keeping the PostgreSQL notification connection up failed; starting over")
+                self._listener_lost.set()
+                await asyncio.sleep(self.listener_backoff[1])
+                continue
+            log.info(
+                "the PostgreSQL notification connection is back after %.1f s (%d attempts); "
+                "waking every listener to look for what it missed",
+                time.monotonic() - lost_at,
+                attempts,
+            )
+            self._resync()
+
+    def _resync(self) -> None:
+        for channel, listeners in list(self._listeners.items()):
+            for listener in list(listeners):
+                try:
+                    listener(None)
+                except Exception:
+                    log.exception("a listener on %s failed to look for missed notifications", channel)
+
+    async def _until_listener_lost(self) -> str:
+        """Wait until the notification connection is lost; answer why we think so."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listener_lost.wait(), self.listener_probe_seconds)
+            conn = self._listen_conn
+            if self._listener_lost.is_set() or conn is None or conn.is_closed():
+                return "the connection closed"
+            try:
+                async with self._listen_lock:
+                    await conn.fetchval("SELECT 1", timeout=self.listener_probe_seconds)
+            except Exception as exc:  # whatever it is, the connection can't be trusted
+                return f"the probe failed: {type(exc).__name__}: {exc}"
+
+    async def _drop_listener(self) -> None:
+        async with self._listen_lock:
+            conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            conn.remove_termination_listener(self._on_listener_lost)
+            conn.terminate()
+
+    async def _reconnect_listener(self) -> int:
+        """Connect again, however long it takes and whatever fails on the way; answer the attempts."""
+        delay, longest = self.listener_backoff
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                async with self._listen_lock:
+                    await self._connect_listener()
+                return attempts
+            except Exception as exc:  # CannotConnectNow, refused, auth, timeouts: all mean try again
+                log.debug("reconnecting the notification connection failed: %r", exc)
+            await asyncio.sleep(delay * random.uniform(0.75, 1.25))
+            delay = min(delay * 2, longest)
 
     def _on_notification(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
         token, _, body = payload.partition(":")
@@ -302,11 +399,18 @@ class PostgresStorage:
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
-        if self._reconnecting is not None:
-            self._reconnecting.cancel()
-        if self._listen_conn is not None:
-            await self._listen_conn.close()
-            self._listen_conn = None
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+        conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            conn.remove_termination_listener(self._on_listener_lost)
+            try:
+                await asyncio.wait_for(conn.close(), timeout=5)
+            except Exception:  # already broken: just drop it
+                conn.terminate()
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
 
