@@ -16,6 +16,8 @@ import pytest
 from taskyard.model import slugid
 from taskyard.queue import livelogs
 from tests.api.conftest import AUTH_PREFIX, TASK_QUEUE_ID, Api, assert_error, task_definition
+from tests.api.test_livelog_api import append, running_task
+from tests.conftest import until
 from tests.pgcluster import PgCluster
 
 pytestmark = pytest.mark.postgres
@@ -89,3 +91,27 @@ async def test_requests_during_a_restart_answer_200_or_503_never_500(api: Api, p
         for task in clients:
             task.cancel()
     assert set(statuses) == {200, 503}, statuses  # the restarts were seen, and never as a 500
+
+
+@pytest.mark.slow
+async def test_a_live_log_follower_waits_the_database_out(
+    api: Api, pg_cluster: PgCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its answer has begun (200): it can't turn into a 503, so it goes on once the database is back."""
+    monkeypatch.setattr(livelogs, "RECHECK_SECONDS", 0.02)
+    task_id, creds = await running_task(api)
+    url = (await append(api, task_id, creds, {"offset": 0, "data": "one\n"})).json()["url"]
+    reading = asyncio.create_task(api.client.get(url))
+    await until(lambda: api.queue.live_log_followers.watching(f"{task_id}/0") == 1)
+    await asyncio.to_thread(pg_cluster.stop)
+    await asyncio.sleep(0.2)  # the follower looks again every 20 ms, and finds the database gone
+    assert not reading.done()
+    await asyncio.to_thread(pg_cluster.start)
+    for _ in range(100):
+        response = await append(api, task_id, creds, {"offset": 4, "data": "two\n", "final": True})
+        if response.status_code == 200:
+            break
+        assert_unavailable(response)
+        await asyncio.sleep(0.05)
+    response = await asyncio.wait_for(reading, 30)
+    assert (response.status_code, response.text) == (200, "one\ntwo\n")
