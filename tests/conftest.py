@@ -4,6 +4,8 @@ PostgreSQL tests use the local server (TASKYARD_TEST_POSTGRES, default
 postgresql://postgres@127.0.0.1:5432/test): a template database is migrated once per
 session and cloned for every test. Without the server they skip, except under CI=true.
 RabbitMQ tests likewise use TASKYARD_TEST_RABBITMQ (default amqp://guest:guest@127.0.0.1:5672/).
+Tests that stop or restart the server get a private cluster of their own (`pg_cluster`, see
+`tests/pgcluster.py`): the shared one is never stopped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
+from tests.pgcluster import PgCluster, unavailable_reason
 
 ROOT_TOKEN = "api-tests-root-access-token"
 SECRET_KEY = "tests-secret-key"
@@ -90,6 +93,25 @@ def need_rabbitmq() -> None:
         if IN_CI:
             pytest.fail(reason + " (CI=true: RabbitMQ tests must run)")
         pytest.skip(reason)
+
+
+def need_pg_binaries() -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: PostgreSQL tests must run)")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[PgCluster]:
+    """A private PostgreSQL cluster, running, that the test may stop, restart or break at will."""
+    need_pg_binaries()
+    cluster = PgCluster.create()
+    try:
+        yield cluster
+    finally:
+        cluster.destroy()
 
 
 @pytest.fixture(scope="session")

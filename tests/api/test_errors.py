@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from taskyard.model import dates, slugid
+from taskyard.storage.port import DatabaseUnavailable
 from tests.api.conftest import (
     GOOD_PARAMS,
     TASK_QUEUE_ID,
@@ -257,3 +258,22 @@ async def test_trailing_slash_is_not_a_redirect(api: Api) -> None:
         if not (200 <= response.status_code < 300 or 400 <= response.status_code < 500):
             failures.append((path, response.status_code, response.headers.get("location")))
     assert not failures, failures
+
+
+async def test_an_unavailable_database_is_503_with_retry_after(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def down() -> None:
+        raise DatabaseUnavailable("the database is restarting")
+
+    monkeypatch.setattr(api.queue.storage, "reader", down)
+    monkeypatch.setattr(api.queue.storage, "transaction", down)
+    task_id = slugid.nice()
+    for method, path, body in [
+        ("GET", f"/task/{task_id}/status", None),
+        ("PUT", f"/task/{task_id}", task_definition(api.clock)),
+        ("POST", f"/claim-work/{TASK_QUEUE_ID}", {"workerGroup": "wg", "workerId": "w", "tasks": 1}),
+    ]:
+        response = await (api.call(method, path) if body is None else api.call(method, path, body))
+        assert_error(response, 503, "ServiceUnavailable", names=["restarting"])
+        assert response.headers["retry-after"] == "2"

@@ -121,31 +121,6 @@ async def test_migrations_apply_once(db_url: str) -> None:
     await twice.close()
 
 
-@pytest.mark.postgres
-async def test_notifications_resume_after_the_listener_connection_drops(db_url: str) -> None:
-    if not db_url.startswith("postgres"):
-        pytest.skip("only PostgreSQL has a notification connection to lose")
-    import asyncpg
-
-    storage = await open_storage(db_url)
-    try:
-        heard = asyncio.Queue[str]()
-        await storage.listen("task_pending", heard.put_nowait)
-        pid = storage._listen_conn.get_server_pid()  # type: ignore[attr-defined]
-        admin = await asyncpg.connect(db_url)
-        await admin.execute("SELECT pg_terminate_backend($1)", pid)
-        for _ in range(100):  # until the listener is back; then a notification from elsewhere arrives
-            await asyncio.sleep(0.05)
-            current = storage._listen_conn  # type: ignore[attr-defined]
-            if current is not None and current.get_server_pid() != pid:
-                break
-        await admin.execute("NOTIFY task_pending, 'someone-else:p/w'")
-        await admin.close()
-        assert await asyncio.wait_for(heard.get(), 10) == "p/w"
-    finally:
-        await storage.close()
-
-
 async def test_cancelled_transactions_never_leave_one_open(storage: Storage) -> None:
     """A caller cancelled at any point (a client hanging up) must not break later transactions."""
 

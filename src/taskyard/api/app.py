@@ -20,7 +20,7 @@ from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
 from taskyard.api import artifacts_v1, auth_v1, authz, blobs, livelog_v1, queue_v1
-from taskyard.api.errors import error_body
+from taskyard.api.errors import error_body, error_response
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk, static
@@ -204,7 +204,9 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             if route.scopes is not None and not call.authorized:
                 raise UncheckedScopes(f"{route.name} answered without checking its scopes")
         except TaskyardError as exc:
-            return _error_response(exc, route.name, params, echo_payload(route, params, body))
+            return error_response(
+                exc, method=route.name, params=params, payload=echo_payload(route, params, body)
+            )
         except Exception:
             incident = slugid.nice()
             log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
@@ -214,11 +216,6 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         return json_response(result)
 
     return handle
-
-
-def _error_response(exc: TaskyardError, name: str, params: dict[str, str], payload: Any) -> Response:
-    headers = {"www-authenticate": "hawk"} if exc.status == 401 else None
-    return json_response(error_body(exc, method=name, params=params, payload=payload), exc.status, headers)
 
 
 def _internal_error(name: str, params: dict[str, str], incident: str) -> Response:

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api.errors import error_body
+from taskyard.api.errors import error_response
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
@@ -79,8 +78,7 @@ def routes(services: Any) -> list[StarletteRoute]:
             try:
                 return await act(services, request)
             except TaskyardError as exc:
-                body = error_body(exc, method=f"blob{method.title()}", params={}, payload=None)
-                return Response(orjson.dumps(body), exc.status, media_type="application/json")
+                return error_response(exc, method=f"blob{method.title()}", params={}, payload=None)
 
         return handle
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+from starlette.responses import Response
+
 from taskyard.model import dates
 from taskyard.model.errors import TaskyardError
 
@@ -20,3 +23,15 @@ def error_body(error: TaskyardError, *, method: str, params: dict[str, str], pay
         "message": error.message + footer,
         "requestInfo": {"method": method, "params": params, "payload": payload, "time": time},
     }
+
+
+def error_response(error: TaskyardError, *, method: str, params: dict[str, str], payload: Any) -> Response:
+    """The answer for `error`: its status and body, `WWW-Authenticate` on a 401, `Retry-After` when
+    the error says how long to wait (a database restarting)."""
+    headers = {}
+    if error.status == 401:
+        headers["www-authenticate"] = "hawk"
+    if error.retry_after is not None:
+        headers["retry-after"] = str(error.retry_after)
+    body = error_body(error, method=method, params=params, payload=payload)
+    return Response(orjson.dumps(body), error.status, headers, media_type="application/json")

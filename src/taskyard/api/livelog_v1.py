@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
-from taskyard.api.errors import error_body
+from taskyard.api.errors import error_response
 from taskyard.model import digits
 from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound, TaskyardError
 from taskyard.queue import livelogs
@@ -85,7 +84,6 @@ def routes(services: Any) -> list[StarletteRoute]:
             return await _get(services, request)
         except TaskyardError as exc:
             params = {k: str(v) for k, v in request.path_params.items()}
-            body = error_body(exc, method="liveLog", params=params, payload=None)
-            return Response(orjson.dumps(body), exc.status, media_type="application/json")
+            return error_response(exc, method="liveLog", params=params, payload=None)
 
     return [StarletteRoute(PATH, handle, methods=["GET"])]

@@ -163,8 +163,8 @@ class Auth:
         self._role_set = None
         self._clients.clear()
 
-    def _on_notification(self, _payload: str) -> None:
-        self.invalidate()
+    def _on_notification(self, _payload: str | None) -> None:
+        self.invalidate()  # None (notifications may have been lost) too: something may have changed
 
     # -------------------------------------------------------------------------------------------
     # Caches.

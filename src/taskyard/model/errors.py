@@ -15,7 +15,8 @@
     ├── Unavailable                    503 ServiceUnavailable     (a backend is down: try again)
     └── ConfigError                    (never an HTTP answer: bad configuration at start-up)
 
-The API turns any of them into TaskCluster's body `{"code", "message", "requestInfo"}`.
+The API turns any of them into TaskCluster's body `{"code", "message", "requestInfo"}`; one that
+sets `retry_after` also answers a `Retry-After` header.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class TaskyardError(Exception):
 
     code = "InternalServerError"
     status = 500
+    retry_after: int | None = None  # seconds a client should wait before it tries again, if known
 
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or self.code).strip())

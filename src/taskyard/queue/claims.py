@@ -13,7 +13,7 @@ from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
-from taskyard.storage.port import Row, Tx
+from taskyard.storage.port import Row, Tx, run_in_transaction
 
 MAX_TASKS_PER_CLAIM = 32
 
@@ -87,23 +87,31 @@ async def claim_pending(
 
     Raises `workers.Quarantined` for a quarantined worker.
     """
+    claimed = await run_in_transaction(
+        q.storage, lambda tx: _claim_pending_tx(q, tx, task_queue_id, worker, count)
+    )
+    return [_claim_body(q, rec, len(rec.runs) - 1, worker) for rec in claimed]
+
+
+async def _claim_pending_tx(
+    q: Queue, tx: Tx, task_queue_id: str, worker: tuple[str, str], count: int
+) -> list[TaskRecord]:
     now = q.clock()
     taken_until = now + q.config.claim_timeout * 1000
-    async with q.storage.transaction() as tx:
-        known = await tx.fetchrow("get_worker", task_queue_id, *worker)
-        if known is not None and (known["quarantine_until"] or 0) > now:
-            raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
-        rows = await tx.fetch("lock_pending", task_queue_id, count, now)
-        claimed: list[TaskRecord] = []
-        for row in rows:
-            await tx.execute("delete_pending_run", row["task_id"], row["pending_run_id"])
-            rec = await _claim_one_tx(q, tx, row, worker, taken_until)
-            if rec is not None:
-                claimed.append(rec)
-        if claimed:
-            claimed_runs = [(r.task_id, len(r.runs) - 1) for r in claimed]
-            await workers.seen_tx(q, tx, task_queue_id, worker, claimed_runs, known)
-    return [_claim_body(q, rec, len(rec.runs) - 1, worker) for rec in claimed]
+    known = await tx.fetchrow("get_worker", task_queue_id, *worker)
+    if known is not None and (known["quarantine_until"] or 0) > now:
+        raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
+    rows = await tx.fetch("lock_pending", task_queue_id, count, now)
+    claimed: list[TaskRecord] = []
+    for row in rows:
+        await tx.execute("delete_pending_run", row["task_id"], row["pending_run_id"])
+        rec = await _claim_one_tx(q, tx, row, worker, taken_until)
+        if rec is not None:
+            claimed.append(rec)
+    if claimed:
+        claimed_runs = [(r.task_id, len(r.runs) - 1) for r in claimed]
+        await workers.seen_tx(q, tx, task_queue_id, worker, claimed_runs, known)
+    return claimed
 
 
 async def _claim_one_tx(

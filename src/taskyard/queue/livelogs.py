@@ -248,15 +248,22 @@ async def follow(
         position = 0
         while not gone.is_set():
             woken.clear()  # before reading: an append from now on wakes the next wait
-            done = not keep_following or q.live_log_followers.closed or await finished(q, task_id, run_id)
-            while True:
-                chunks = await read_chunks(q, task_id, run_id, position)
-                for offset, data in chunks:
-                    encoded = data.encode()
-                    position = offset + len(encoded)
-                    yield encoded
-                if len(chunks) < READ_BATCH:
-                    break
+            try:
+                done = not keep_following or q.live_log_followers.closed or await finished(q, task_id, run_id)
+                while True:
+                    chunks = await read_chunks(q, task_id, run_id, position)
+                    for offset, data in chunks:
+                        encoded = data.encode()
+                        position = offset + len(encoded)
+                        yield encoded
+                    if len(chunks) < READ_BATCH:
+                        break
+            except Unavailable:
+                # The answer has begun: a 503 can't be sent any more. A follower waits the
+                # database out and goes on from where it was; a one-off read is cut short.
+                if not keep_following or q.live_log_followers.closed:
+                    raise
+                done = False
             if done:
                 return
             await _wait(woken, gone, RECHECK_SECONDS)

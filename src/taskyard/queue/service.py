@@ -4,7 +4,9 @@ A change to an existing task goes through `transition()`: read the task row (loc
 compute the change with the pure state machine (`model.runs`), then write it with `apply_tx()`: a
 conditional update on the row's version, together with its claim-index rows, its
 dependency record and its events, in one transaction. claimWork and createTask call `apply_tx()`
-themselves, on rows they have just locked or inserted.
+themselves, on rows they have just locked or inserted. The transaction touches nothing but the
+database, so one that committed nothing through no fault of its own (a deadlock, a connection
+lost before COMMIT) is run again, once (`storage.port.run_in_transaction`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.signed_urls import Signer
 from taskyard.model.types import Clock
 from taskyard.queue.signals import Followers, PendingSignals
-from taskyard.storage.port import Row, Storage, Tx
+from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
@@ -202,8 +204,7 @@ async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change
     """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
     for _ in range(RACE_RETRIES):
         try:
-            async with q.storage.transaction() as tx:
-                return await transition_tx(q, tx, task_id, step)
+            return await run_in_transaction(q.storage, lambda tx: transition_tx(q, tx, task_id, step))
         except RaceLost:
             log.debug("lost a race on task %s; retrying", task_id)
     raise Unavailable(f"task {task_id} is changing too often to update; try again")

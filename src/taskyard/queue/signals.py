@@ -3,7 +3,9 @@ live-log followers (a new chunk was appended).
 
 A commit that makes a run pending calls `notify(task_queue_id)` (in this process directly, in
 others through the database's notifications). Each notification wakes one waiter. A waiter
-that leaves without using a wake-up it received passes it on, so none is lost.
+that leaves without using a wake-up it received passes it on, so none is lost. When
+notifications may have been lost (the database's notification connection was down), storage
+calls `notify(None)`: every waiter wakes and looks again.
 """
 
 from __future__ import annotations
@@ -57,8 +59,14 @@ class PendingSignals:
         """Register interest before looking for work, so a commit in between is not missed."""
         return Waiter(self, task_queue_id)
 
-    def notify(self, task_queue_id: str) -> None:
-        """Wake one waiter of `task_queue_id`, if any is waiting."""
+    def notify(self, task_queue_id: str | None) -> None:
+        """Wake one waiter of `task_queue_id`, if any is waiting; None: every waiter of every queue."""
+        if task_queue_id is None:
+            for queue_waiters in list(self._waiters.values()):
+                for future in queue_waiters:
+                    if not future.done():
+                        future.set_result(None)
+            return
         waiting = self._waiters.get(task_queue_id)
         while waiting:
             future = waiting.popleft()
@@ -95,10 +103,12 @@ class Followers:
             if not watching:
                 self._events.pop(key, None)
 
-    def notify(self, key: str) -> None:
-        """Wake every follower of `key`."""
-        for event in self._events.get(key, ()):
-            event.set()
+    def notify(self, key: str | None) -> None:
+        """Wake every follower of `key`; None: every follower of every log (notifications were lost)."""
+        watched = self._events.values() if key is None else [self._events.get(key, set())]
+        for events in watched:
+            for event in events:
+                event.set()
 
     def watching(self, key: str) -> int:
         return len(self._events.get(key, ()))

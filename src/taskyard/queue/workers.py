@@ -90,7 +90,8 @@ async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) ->
     last = q.seen_writes.get(task_queue_id, 0)
     if now - last >= TASK_QUEUE_WRITE_EVERY:
         await tx.execute("upsert_task_queue", task_queue_id, now + dates.DAY, now)
-        q.seen_writes[task_queue_id] = now
+        # Once it is written: a transaction rolled back (and perhaps run again) must write it again.
+        tx.after_commit(lambda: q.seen_writes.__setitem__(task_queue_id, now))
 
 
 def task_queue_body(row: Row) -> dict[str, Any]:

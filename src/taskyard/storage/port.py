@@ -4,18 +4,37 @@ Services speak to storage through named queries (`storage/sql/*.sql`), run insid
 transaction (`Storage.transaction()`) or a read-only session (`Storage.reader()`). Each
 adapter supplies every name; where the dialects differ an adapter's file overrides the
 shared one. Service code never asks which database it is on.
+
+Errors. An adapter raises only the port's errors for what the database did: `UniqueViolation`
+(409), `DatabaseUnavailable` (503 with Retry-After: unreachable, restarting, out of connections,
+connection lost) and its kind `TransactionRolledBack`; anything else it lets through is a bug.
+
+Retries. `transaction()` can't run its block again by itself: the block is the caller's code.
+A transaction that raises `TransactionRolledBack` is known to have committed nothing: the
+database rolled it back (a deadlock, a serialization failure), or the connection failed before
+COMMIT was sent. Such a transaction is safe to run again, and `run_in_transaction(storage,
+body)` does so once, for callers whose `body` touches nothing but `tx` (the services' central
+helpers use it). A connection that fails while COMMIT is on its way leaves the outcome
+unknown: that is a plain `DatabaseUnavailable`, never retried here, and the client decides
+(TaskCluster's clients repeat a 503; a claim lost that way expires like any other).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from taskyard.model.errors import RequestConflict, Unavailable
 
+log = logging.getLogger(__name__)
 Row = Mapping[str, Any]
-Listener = Callable[[str], None]
+Listener = Callable[[str | None], None]
+"""Called with each notification's payload; with None when notifications may have been lost
+(the connection that hears them was down a while): re-check whatever they would have said."""
+T = TypeVar("T")
+RETRY_AFTER_SECONDS = 2
 
 
 class UniqueViolation(RequestConflict):
@@ -24,6 +43,13 @@ class UniqueViolation(RequestConflict):
 
 class DatabaseUnavailable(Unavailable):
     """The database could not be reached or is too busy; try again."""
+
+    retry_after = RETRY_AFTER_SECONDS
+
+
+class TransactionRolledBack(DatabaseUnavailable):
+    """The transaction committed nothing (rolled back by a deadlock or a serialization failure,
+    or its connection lost before COMMIT was sent): running it again is safe."""
 
 
 class Session(Protocol):
@@ -63,10 +89,24 @@ class Storage(Protocol):
         """Open a read-only session; it never blocks writers."""
 
     async def listen(self, channel: str, listener: Listener) -> None:
-        """Call `listener(payload)` for every notification on `channel`, from any process."""
+        """Call `listener(payload)` for every notification on `channel`, from any process, and
+        `listener(None)` when some may have been missed."""
 
     async def close(self) -> None:
         """Release connections."""
 
 
 Opener = Callable[[str], Awaitable[Storage]]
+
+
+async def run_in_transaction(storage: Storage, body: Callable[[Tx], Awaitable[T]]) -> T:
+    """`body(tx)` in a transaction, run a second time if the first committed nothing through no
+    fault of its own (`TransactionRolledBack`). `body` must touch nothing but `tx`: whatever
+    else it did would be done twice."""
+    try:
+        async with storage.transaction() as tx:
+            return await body(tx)
+    except TransactionRolledBack as exc:
+        log.info("running a transaction again: %s", exc)
+    async with storage.transaction() as tx:
+        return await body(tx)

@@ -3,13 +3,29 @@
 Several taskyard processes may share one database: races are settled by row locks and
 conditional updates, claims by `FOR UPDATE SKIP LOCKED`, and wake-ups cross processes by
 LISTEN/NOTIFY.
+
+Failures. `wrap_db_errors` sorts every driver error by its SQLSTATE class (or, for errors the
+driver raises itself, by its kind) into the port's: the server going away, restarting, refusing
+connections or out of them is `DatabaseUnavailable` (503); a deadlock or serialization failure
+is `TransactionRolledBack`. A transaction whose connection fails before COMMIT is sent is
+`TransactionRolledBack` too (see the port for who runs it again); one whose COMMIT may have
+reached the server is not. A connection that failed is closed, never handed back to the pool.
+
+Notifications arrive on one connection of their own. A task keeps it up: it learns that the
+connection is gone from the driver or, should the driver not notice (a silent network), from a
+probe every `listener_probe_seconds`; it reconnects with backoff whatever the errors on the way,
+logs one line when the connection is lost and one when it is back, and then calls every listener
+with None, so wake-ups that were missed meanwhile are looked for again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import random
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -18,7 +34,14 @@ import asyncpg
 
 from taskyard.model import dates
 from taskyard.storage import _queries
-from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+from taskyard.storage.port import (
+    DatabaseUnavailable,
+    Listener,
+    Row,
+    TransactionRolledBack,
+    Tx,
+    UniqueViolation,
+)
 
 log = logging.getLogger(__name__)
 _WORDS = {
@@ -26,6 +49,43 @@ _WORDS = {
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
 _MIGRATION_LOCK = 0x7A5C_0001
+CONNECT_TIMEOUT = 10.0
+
+# SQLSTATEs of a transaction the server rolled back, which may succeed if run again.
+_ROLLED_BACK = {"40001": "a serialization failure", "40P01": "a deadlock"}
+# SQLSTATE classes (and single states) that mean: the server can't serve us now, try again.
+_UNAVAILABLE_CLASSES = {
+    "08",  # connection exception: lost, refused, protocol broken
+    "53",  # insufficient resources: too many connections, disk full, out of memory
+    "57",  # operator intervention: shutting down, starting up, cancelled, database dropped
+    "58",  # system error: I/O error in the server
+}
+_UNAVAILABLE_STATES = {
+    "25006",  # read-only transaction: we reached a standby (during a failover)
+    "55P03",  # lock not available: a lock wait timed out
+}
+# Errors asyncpg raises itself that mean a mistake in the call, not an unavailable server.
+_CALLER_MISTAKES = (
+    ValueError,  # ClientConfigurationError, and bad arguments
+    asyncpg.exceptions.UnsupportedClientFeatureError,
+    asyncpg.exceptions.UnsupportedServerFeatureError,
+)
+
+
+def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
+    """The port's error for a driver's exception, or None if it is not about availability."""
+    if isinstance(exc, asyncpg.PostgresError):
+        state = str(exc.sqlstate or "")
+        if state in _ROLLED_BACK or isinstance(exc, asyncpg.exceptions.InvalidCachedStatementError):
+            return TransactionRolledBack  # the server aborted the transaction; the connection is fine
+        if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
+            return DatabaseUnavailable
+        return None
+    if isinstance(exc, asyncpg.InterfaceError):  # "connection is closed", "released back to the pool"
+        return None if isinstance(exc, _CALLER_MISTAKES) else DatabaseUnavailable
+    if isinstance(exc, asyncpg.InternalClientError | OSError):  # protocol state broken; sockets, timeouts
+        return DatabaseUnavailable
+    return None
 
 
 @contextmanager
@@ -35,10 +95,14 @@ def wrap_db_errors() -> Iterator[None]:
         yield
     except asyncpg.UniqueViolationError as exc:
         raise UniqueViolation(f"conflicting row: {exc.detail or exc}") from exc
-    except (asyncpg.PostgresConnectionError, asyncpg.InterfaceError, OSError) as exc:
-        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {exc}") from exc
-    except asyncpg.DeadlockDetectedError as exc:
-        raise DatabaseUnavailable("PostgreSQL detected a deadlock; try again") from exc
+    except Exception as exc:
+        kind = classify(exc)
+        if kind is None:
+            raise
+        if kind is TransactionRolledBack:
+            why = _ROLLED_BACK.get(str(getattr(exc, "sqlstate", "")), "a schema change")
+            raise TransactionRolledBack(f"PostgreSQL rolled the transaction back after {why}") from exc
+        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
 
 
 class _Session:
@@ -81,15 +145,20 @@ class _Session:
 class PostgresStorage:
     """Storage on a PostgreSQL database, shareable by many processes."""
 
+    listener_probe_seconds = 10.0  # how often the notification connection is checked
+    listener_backoff = (0.25, 5.0)  # first and longest wait between reconnection attempts
+
     def __init__(self, dsn: str, *, pool_size: int = 20) -> None:
         self.url_for_humans = _mask(dsn)
         self._dsn = dsn
         self._pool_size = pool_size
         self._queries = _queries.load("postgres")
         self._pool: asyncpg.Pool | None = None
-        self._listen_conn: asyncpg.Connection | None = None
         self._listeners: dict[str, list[Listener]] = {}
-        self._reconnecting: asyncio.Future[None] | None = None
+        self._listen_conn: asyncpg.Connection | None = None
+        self._listen_lock = asyncio.Lock()  # one operation at a time on the notification connection
+        self._listener_lost = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
         # Notifications carry this token so a process can skip its own (it delivered them already).
         self._token = f"{os.getpid()}-{id(self):x}"
 
@@ -98,12 +167,16 @@ class PostgresStorage:
             self._pool = await asyncpg.create_pool(
                 self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session
             )
-            await self._migrate()
+            try:
+                await self._migrate()
+            except BaseException:
+                pool, self._pool = self._pool, None
+                pool.terminate()
+                raise
         return self
 
     async def _migrate(self) -> None:
-        assert self._pool is not None
-        async with self._pool.acquire() as conn, conn.transaction():
+        async with self._open_pool().acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
@@ -119,29 +192,60 @@ class PostgresStorage:
                     "INSERT INTO schema_migrations VALUES ($1, $2, $3)", version, name, dates.now_ms()
                 )
 
+    def _open_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise DatabaseUnavailable("the PostgreSQL storage is closed")
+        return self._pool
+
+    async def _acquire(self, pool: asyncpg.Pool) -> Any:
+        with wrap_db_errors():
+            return await pool.acquire()
+
+    async def _release(self, pool: asyncpg.Pool, conn: Any, *, broken: bool) -> None:
+        """Hand `conn` back to the pool; close it instead if a failure may have broken it."""
+        if broken:
+            _terminate(conn)  # the pool opens a fresh one when it is next needed
+        try:
+            await pool.release(conn)
+        except Exception as exc:  # it was broken after all; asyncpg has closed it
+            log.debug("could not return a connection to the pool: %r", exc)
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
-        assert self._pool is not None, "storage is not open"
-        with wrap_db_errors():
-            conn = await self._pool.acquire()
+        pool = self._open_pool()
+        conn = await self._acquire(pool)
+        session = _Session(conn, self._queries)
+        broken = False
         try:
-            session = _Session(conn, self._queries)
             try:
                 with wrap_db_errors():
                     await conn.execute("BEGIN")
                 yield session
+            except DatabaseUnavailable as exc:
+                if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
+                    raise
+                broken = True  # and COMMIT was not sent: the server can't have committed any of it
+                raise TransactionRolledBack(f"lost the transaction before it committed: {exc}") from exc
+            if conn.is_closed():
+                broken = True
+                raise TransactionRolledBack("the connection closed before the transaction could commit")
+            try:
                 with wrap_db_errors():
                     # Notifications ride in the same round trip as COMMIT, and are sent by it.
                     await conn.execute(self._notify_sql(session._notes) + "COMMIT")
-            except BaseException:
-                try:
-                    if conn.is_in_transaction():
-                        await conn.execute("ROLLBACK")
-                except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
-                    conn.terminate()
-                raise
+            except DatabaseUnavailable as exc:
+                if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
+                    raise
+                broken = True
+                raise DatabaseUnavailable(
+                    f"PostgreSQL failed during COMMIT; the transaction may have committed or not: {exc}"
+                ) from exc
+        except BaseException:
+            if not broken:
+                await _roll_back(conn)
+            raise
         finally:
-            await self._pool.release(conn)
+            await self._release(pool, conn, broken=broken)
         self._deliver(session)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
@@ -156,51 +260,137 @@ class PostgresStorage:
         for callback in session._callbacks:
             callback()
 
-    def _dispatch(self, channel: str, payload: str) -> None:
+    def _dispatch(self, channel: str, payload: str | None) -> None:
         for listener in self._listeners.get(channel, ()):
             listener(payload)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[_Session]:
-        assert self._pool is not None, "storage is not open"
-        with wrap_db_errors():
-            conn = await self._pool.acquire()
+        pool = self._open_pool()
+        conn = await self._acquire(pool)
+        broken = False
         try:
             yield _Session(conn, self._queries)
+        except DatabaseUnavailable as exc:
+            broken = not isinstance(exc, TransactionRolledBack)
+            raise
         finally:
-            await self._pool.release(conn)
+            await self._release(pool, conn, broken=broken)
+
+    # -------------------------------------------------------------------------------------------
+    # Notifications.
 
     async def listen(self, channel: str, listener: Listener) -> None:
-        if self._listen_conn is None:
-            await self._connect_listener()
-        assert self._listen_conn is not None
-        if channel not in self._listeners:
-            self._listeners[channel] = []
-            await self._listen_conn.add_listener(channel, self._on_notification)
-        self._listeners[channel].append(listener)
+        async with self._listen_lock:
+            new = channel not in self._listeners
+            self._listeners.setdefault(channel, []).append(listener)
+            if self._keeper is None:  # the first: connect now, so a database that is down says so
+                try:
+                    await self._connect_listener()
+                except BaseException:
+                    self._forget(channel, listener)
+                    raise
+                self._keeper = asyncio.create_task(self._keep_listening(), name="postgres-listener")
+            elif new and self._listen_conn is not None:
+                try:
+                    with wrap_db_errors():
+                        await self._listen_conn.add_listener(channel, self._on_notification)
+                except DatabaseUnavailable:
+                    self._listener_lost.set()  # reconnecting listens on every channel, this one too
+            # else: the keeper is reconnecting, and will listen on this channel too
+
+    def _forget(self, channel: str, listener: Listener) -> None:
+        self._listeners[channel].remove(listener)
+        if not self._listeners[channel]:
+            del self._listeners[channel]
 
     async def _connect_listener(self) -> None:
+        """Open the notification connection and listen on every channel (holding _listen_lock)."""
         with wrap_db_errors():
-            self._listen_conn = await asyncpg.connect(self._dsn)
-        self._listen_conn.add_termination_listener(self._on_listener_lost)
-        for channel in self._listeners:
-            await self._listen_conn.add_listener(channel, self._on_notification)
+            conn = await asyncpg.connect(self._dsn, timeout=CONNECT_TIMEOUT)
+        try:
+            with wrap_db_errors():
+                for channel in self._listeners:
+                    await conn.add_listener(channel, self._on_notification)
+        except BaseException:
+            conn.terminate()
+            raise
+        self._listener_lost.clear()
+        self._listen_conn = conn
+        conn.add_termination_listener(self._on_listener_lost)
+        if conn.is_closed():  # lost before it could tell us
+            self._listener_lost.set()
 
-    def _on_listener_lost(self, _conn: object) -> None:
-        if self._pool is None:
-            return  # closing
-        log.warning("lost the PostgreSQL notification connection; reconnecting")
-        self._listen_conn = None
-        self._reconnecting = asyncio.ensure_future(self._reconnect_listener())
+    def _on_listener_lost(self, conn: object) -> None:
+        if conn is self._listen_conn:
+            self._listener_lost.set()
 
-    async def _reconnect_listener(self) -> None:
-        delay = 0.5
-        while self._pool is not None and self._listen_conn is None:
+    async def _keep_listening(self) -> None:
+        """Until the storage closes: notice when the notification connection is lost, bring it
+        back, and tell every listener that it may have missed notifications meanwhile."""
+        while True:
             try:
-                await self._connect_listener()
-            except DatabaseUnavailable:
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                why = await self._until_listener_lost()
+                lost_at = time.monotonic()
+                log.warning("lost the PostgreSQL notification connection (%s); reconnecting", why)
+                await self._drop_listener()
+                attempts = await self._reconnect_listener()
+            except Exception:  # a bug; this task is all that brings notifications back: go on
+                log.exception("keeping the PostgreSQL notification connection up failed; starting over")
+                self._listener_lost.set()
+                await asyncio.sleep(self.listener_backoff[1])
+                continue
+            log.info(
+                "the PostgreSQL notification connection is back after %.1f s (%d attempts); "
+                "waking every listener to look for what it missed",
+                time.monotonic() - lost_at,
+                attempts,
+            )
+            self._resync()
+
+    def _resync(self) -> None:
+        for channel, listeners in list(self._listeners.items()):
+            for listener in list(listeners):
+                try:
+                    listener(None)
+                except Exception:
+                    log.exception("a listener on %s failed to look for missed notifications", channel)
+
+    async def _until_listener_lost(self) -> str:
+        """Wait until the notification connection is lost; answer why we think so."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._listener_lost.wait(), self.listener_probe_seconds)
+            conn = self._listen_conn
+            if self._listener_lost.is_set() or conn is None or conn.is_closed():
+                return "the connection closed"
+            try:
+                async with self._listen_lock:
+                    await conn.fetchval("SELECT 1", timeout=self.listener_probe_seconds)
+            except Exception as exc:  # whatever it is, the connection can't be trusted
+                return f"the probe failed: {type(exc).__name__}: {exc}"
+
+    async def _drop_listener(self) -> None:
+        async with self._listen_lock:
+            conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            conn.remove_termination_listener(self._on_listener_lost)
+            conn.terminate()
+
+    async def _reconnect_listener(self) -> int:
+        """Connect again, however long it takes and whatever fails on the way; answer the attempts."""
+        delay, longest = self.listener_backoff
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                async with self._listen_lock:
+                    await self._connect_listener()
+                return attempts
+            except Exception as exc:  # CannotConnectNow, refused, auth, timeouts: all mean try again
+                log.debug("reconnecting the notification connection failed: %r", exc)
+            await asyncio.sleep(delay * random.uniform(0.75, 1.25))
+            delay = min(delay * 2, longest)
 
     def _on_notification(self, _conn: object, _pid: int, channel: str, payload: str) -> None:
         token, _, body = payload.partition(":")
@@ -209,13 +399,35 @@ class PostgresStorage:
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
-        if self._reconnecting is not None:
-            self._reconnecting.cancel()
-        if self._listen_conn is not None:
-            await self._listen_conn.close()
-            self._listen_conn = None
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            keeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await keeper
+        conn, self._listen_conn = self._listen_conn, None
+        if conn is not None:
+            conn.remove_termination_listener(self._on_listener_lost)
+            try:
+                await asyncio.wait_for(conn.close(), timeout=5)
+            except Exception:  # already broken: just drop it
+                conn.terminate()
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
+
+
+async def _roll_back(conn: Any) -> None:
+    try:
+        if conn.is_in_transaction():
+            await conn.execute("ROLLBACK")
+    except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
+        _terminate(conn)
+
+
+def _terminate(conn: Any) -> None:
+    """Close a pooled connection at once. A connection asyncpg saw die is already back in its pool,
+    and its proxy refuses every call, terminate() too ("released back to the pool")."""
+    with contextlib.suppress(asyncpg.InterfaceError):
+        conn.terminate()
 
 
 def _literal(text: str) -> str:

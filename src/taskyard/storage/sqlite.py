@@ -25,15 +25,36 @@ _WORDS = {
 }
 
 
+# Result codes (primary: the low byte) meaning the file can't be used now, whatever the statement:
+# another process holds the lock past busy_timeout, the disk is full or failing, the file can't
+# be opened or written, memory ran out. Nothing is retried here: a lock already waited
+# busy_timeout, and the others don't pass in a moment.
+_UNAVAILABLE = {
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+}
+_UNIQUE = {sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY}
+
+
 @contextmanager
 def wrap_db_errors() -> Iterator[None]:
-    """Translate sqlite3's exceptions into the port's."""
+    """Translate sqlite3's exceptions into the port's; others (a bad statement, NOT NULL, a corrupt
+    file) are bugs or need a person, and pass through."""
     try:
         yield
-    except sqlite3.IntegrityError as exc:
-        raise UniqueViolation(f"conflicting row: {exc}") from exc
-    except sqlite3.OperationalError as exc:
-        raise DatabaseUnavailable(f"the SQLite database is unavailable: {exc}") from exc
+    except sqlite3.Error as exc:
+        code = getattr(exc, "sqlite_errorcode", None)
+        if code in _UNIQUE:
+            raise UniqueViolation(f"conflicting row: {exc}") from exc
+        if code is not None and (code & 0xFF) in _UNAVAILABLE:
+            raise DatabaseUnavailable(f"the SQLite database is unavailable: {exc}") from exc
+        raise
 
 
 def _convert(sql: str) -> str:
@@ -116,9 +137,10 @@ class SQLiteStorage:
     async def open(self) -> SQLiteStorage:
         if self._path != ":memory:":
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await self._connect()
-        await self._migrate()
-        self._reader = await self._connect()
+        with wrap_db_errors():
+            self._writer = await self._connect()
+            await self._migrate()
+            self._reader = await self._connect()
         return self
 
     async def _connect(self) -> aiosqlite.Connection:
@@ -148,7 +170,8 @@ class SQLiteStorage:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Tx]:
-        assert self._writer is not None, "storage is not open"
+        if self._writer is None:
+            raise DatabaseUnavailable("the SQLite storage is closed")
         writer = self._writer
         async with self._lock:
             session = _Session(writer, self._queries)
@@ -172,7 +195,8 @@ class SQLiteStorage:
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[_Session]:
-        assert self._reader is not None, "storage is not open"
+        if self._reader is None:
+            raise DatabaseUnavailable("the SQLite storage is closed")
         yield _Session(self._reader, self._queries)
 
     async def listen(self, channel: str, listener: Listener) -> None:

@@ -1,0 +1,80 @@
+"""Transactions that committed nothing through no fault of their own run again, on PostgreSQL:
+one whose connection is killed before COMMIT, one that PostgreSQL aborts to end a deadlock."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+import pytest
+
+from taskyard.storage import open_storage
+from taskyard.storage.port import Tx, run_in_transaction
+from tests.storage.test_port import _pending
+
+pytestmark = pytest.mark.postgres
+
+
+async def test_a_transaction_whose_connection_is_killed_is_run_again(db_url: str) -> None:
+    """Killed before COMMIT, the first run commits nothing (else the second would conflict)."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has no connection to lose")
+    storage = await open_storage(db_url)
+    admin = await asyncpg.connect(db_url)
+    runs = 0
+
+    async def body(tx: Tx) -> None:
+        nonlocal runs
+        runs += 1
+        await tx.execute("insert_group", "killed", "-", 1)
+        if runs == 1:
+            pid = await tx._conn.fetchval("SELECT pg_backend_pid()")  # type: ignore[attr-defined]
+            assert await admin.fetchval("SELECT pg_terminate_backend($1, 10000)", pid)
+            await tx.execute("insert_group", "never", "-", 1)
+
+    try:
+        await run_in_transaction(storage, body)
+        assert runs == 2
+        assert await admin.fetchval("SELECT count(*) FROM task_groups WHERE task_group_id = 'killed'") == 1
+        assert await admin.fetchval("SELECT count(*) FROM task_groups WHERE task_group_id = 'never'") == 0
+    finally:
+        await admin.close()
+        await storage.close()
+
+
+@pytest.mark.slow
+async def test_a_deadlocked_transaction_is_run_again(db_url: str) -> None:
+    """Two transactions lock two tasks in opposite orders: PostgreSQL aborts one (after its
+    deadlock_timeout, a second by default), which runs again and succeeds."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has one writer at a time: it can't deadlock")
+    storage = await open_storage(db_url)
+    try:
+        await _pending(storage, "left", 1, 1)
+        await _pending(storage, "right", 1, 2)
+        runs = {"left": 0, "right": 0}
+        holding = {"left": asyncio.Event(), "right": asyncio.Event()}
+
+        def locker(first: str, second: str) -> object:
+            async def body(tx: Tx) -> str:
+                runs[first] += 1
+                await tx.fetchrow("get_task_for_update", first)
+                if runs[first] == 1:  # the first time, meet the other half-way: a deadlock
+                    holding[first].set()
+                    await holding[second].wait()
+                await tx.fetchrow("get_task_for_update", second)
+                return first
+
+            return body
+
+        done = await asyncio.wait_for(
+            asyncio.gather(
+                run_in_transaction(storage, locker("left", "right")),  # type: ignore[arg-type]
+                run_in_transaction(storage, locker("right", "left")),  # type: ignore[arg-type]
+            ),
+            30,
+        )
+        assert done == ["left", "right"]
+        assert sorted(runs.values()) == [1, 2]  # one of them was aborted and ran again
+    finally:
+        await storage.close()
