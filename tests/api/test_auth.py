@@ -167,3 +167,15 @@ async def test_taskcluster_client_signed_url_works(api: Api) -> None:
         {"rootUrl": BASE, "credentials": {"clientId": ROOT.client_id, "accessToken": "not-the-token"}}
     )
     assert_401(await api.client.get(wrong.buildSignedUrl("task", task_id)), "mac")
+
+
+async def test_a_replayed_request_is_refused(api: Api) -> None:
+    """TaskCluster accepts a signed request again within its 15-minute skew; taskyard once only."""
+    url = f"{BASE}{PREFIX}/task/{slugid.nice()}/status"
+    header = hawk_header("GET", url, b"", ROOT)
+    first = await api.client.get(url, headers={"authorization": header})
+    assert first.status_code == 404  # accepted: no such task
+    again = await api.client.get(url, headers={"authorization": header})
+    assert_401(again, "Replayed request", "sign each request anew")
+    fresh = await api.call("GET", url.removeprefix(BASE + PREFIX))  # signed anew: a new nonce
+    assert fresh.status_code == 404

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from taskyard.auth.nonces import Replayed, SeenRequests, TooOld
 from taskyard.model import slugid
 from taskyard.model.errors import AuthenticationFailed
 
@@ -101,6 +102,7 @@ class _Context:
     satisfies: Satisfies
     expand: Expand
     check_payload: bool = True
+    seen: SeenRequests | None = None
 
 
 @dataclass(frozen=True)
@@ -203,15 +205,17 @@ async def authenticate(
     satisfies: Satisfies = satisfies_all,
     expand: Expand = _no_roles,
     check_payload: bool = True,
+    seen: SeenRequests | None = None,
 ) -> Authenticated | None:
     """Check the request's Hawk header or bewit; None if it carries neither.
 
     Raises `AuthenticationFailed` with TaskCluster's message for every refusal. `expand` is the role
     expansion seam (identity by default); `satisfies` decides scope satisfaction. Without
     `check_payload` the header's payload hash is left to the caller (`Authenticated.payload_hash`),
-    as authenticateHawk does for the services that call it.
+    as authenticateHawk does for the services that call it. With `seen`, a header accepted before
+    is refused as a replay (`auth/nonces.py`).
     """
-    ctx = _Context(lookup, now_ms, satisfies, expand, check_payload)
+    ctx = _Context(lookup, now_ms, satisfies, expand, check_payload, seen)
     has_bewit = _HAS_BEWIT_RE.match(req.resource) is not None
     if req.authorization and has_bewit:
         raise AuthenticationFailed(
@@ -251,6 +255,8 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
     _check_timestamp(attrs["ts"], ctx.now_ms)
     if attrs.get("hash") and ctx.check_payload:
         _check_payload_hash(attrs["hash"], req)
+    if ctx.seen is not None:
+        _check_not_replayed(ctx.seen, attrs["mac"], attrs["ts"], ctx.now_ms)
     return replace(_result(creds, via_bewit=False), payload_hash=attrs.get("hash") or None)
 
 
@@ -295,6 +301,17 @@ def _check_timestamp(ts: str, now_ms: int) -> None:
     seconds = float(ts) if _DECIMAL_RE.fullmatch(ts.strip()) else None
     if seconds is None or abs(seconds * 1000 - now_ms) > TIMESTAMP_SKEW_MS:
         raise _hawk_error(_UNAUTHORIZED, "Stale timestamp")
+
+
+def _check_not_replayed(seen: SeenRequests, mac: str, ts: str, now_ms: int) -> None:
+    try:
+        seen.admit(mac, int(float(ts) * 1000), now_ms)
+    except Replayed:
+        raise _hawk_error(
+            _UNAUTHORIZED, "Replayed request: this signed request was accepted before; sign each request anew"
+        ) from None
+    except TooOld:
+        raise _hawk_error(_UNAUTHORIZED, "Stale timestamp") from None
 
 
 def _check_payload_hash(given: str, req: Request) -> None:

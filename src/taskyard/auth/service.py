@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import orjson
 
 from taskyard.auth import hawk
+from taskyard.auth.nonces import SeenRequests
 from taskyard.model import dates
 from taskyard.model.errors import ConfigError, Unavailable
 from taskyard.model.roles import Role, RoleSet
@@ -84,6 +85,7 @@ class Auth:
         self.started = clock()  # shown as the static clients' creation date
         self._secret_key = secret_key
         self._recheck_seconds = recheck_seconds
+        self.seen_requests = SeenRequests(hawk.TIMESTAMP_SKEW_MS)  # replays are refused
         self._epoch = 0  # bumped by every invalidation; a load begun in an older epoch is not kept
         self._generation: int | None = None
         self._checked = 0.0
@@ -141,7 +143,12 @@ class Auth:
         role_set = await self.role_set()
         # Hawk compares the request's timestamp with the wall clock, whatever clock `Auth` keeps.
         return await hawk.authenticate(
-            request, self.lookup, now_ms=dates.now_ms(), expand=role_set.expand, check_payload=check_payload
+            request,
+            self.lookup,
+            now_ms=dates.now_ms(),
+            expand=role_set.expand,
+            check_payload=check_payload,
+            seen=self.seen_requests,
         )
 
     # -------------------------------------------------------------------------------------------
