@@ -202,7 +202,8 @@ def test_flags_win_over_the_environment(server: Server) -> None:
         "TASKCLUSTER_ACCESS_TOKEN": "wrong",
     }
     flags = ["--root-url", server.root_url + "/", "--client-id", ROOT_CLIENT_ID]
-    result = run(env, "scopes", "expand", "a:b", *flags, "--access-token", server.access_token)
+    # `=`: a token may begin with `-`, which argparse would take for a flag of its own.
+    result = run(env, "scopes", "expand", "a:b", *flags, f"--access-token={server.access_token}")
     assert (result.returncode, result.stdout) == (0, "a:b\n"), result.stderr
 
 

@@ -21,6 +21,10 @@ from taskyard.model.errors import ConfigError, TaskyardError
 T = TypeVar("T")
 # The data or work directory is held by another live taskyard process: nothing was done.
 EXIT_IN_USE = 3
+# Ctrl-C, and a reader that closed our standard output: as a shell reports a process those
+# signals ended (128 + SIGINT, 128 + SIGPIPE), without a traceback.
+EXIT_INTERRUPTED = 130
+EXIT_CLOSED_PIPE = 141
 
 
 def parser() -> argparse.ArgumentParser:
@@ -71,6 +75,21 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command `argv` names; Ctrl-C and a closed pipe end it quietly, as other tools do."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's last words
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Nobody reads what is left: send it nowhere, so that exiting flushes nothing into the pipe.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_CLOSED_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
         return admin.main(args, os.environ)
