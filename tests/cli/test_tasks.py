@@ -92,6 +92,24 @@ def test_cancel_then_rerun(server: Server, cli: Run, tq: str) -> None:
     assert "task" in cli("task", "status", slug(), status=1).stderr
 
 
+def test_cancel_and_rerun_say_when_they_changed_nothing(server: Server, cli: Run, tq: str) -> None:
+    queue = server.client()
+    done = create(queue, tq)
+    claim = claim_one(queue, tq)
+    worker_queue(server, claim).reportCompleted(done, 0)
+    said = cli("task", "cancel", done).stdout
+    assert f"Task {done} is already completed: nothing to cancel." in said and "Cancelled" not in said
+    assert queue.status(done)["status"]["state"] == "completed"
+
+    running = create(queue, tq)
+    claim_one(queue, tq)
+    said = cli("task", "rerun", running).stdout
+    assert f"Task {running} is running: no new run" in said and "Rerunning" not in said
+    assert len(queue.status(running)["status"]["runs"]) == 1
+    said = cli("task", "rerun", done).stdout
+    assert f"Rerunning task {done}: run 1 is pending." in said
+
+
 # ---------------------------------------------------------------------------------------------------
 # Artifacts
 

@@ -172,16 +172,29 @@ def task_status(connection: http.Connection, args: argparse.Namespace) -> Result
     return Result(status, status_text(status))
 
 
+RESOLVED = ("completed", "failed", "exception")
+
+
 def cancel_task(connection: http.Connection, args: argparse.Namespace) -> Result:
-    """cancelTask: the task's status afterwards."""
+    """cancelTask: what it did (a resolved task is left as it is), then the task's status."""
+    before = status_of(connection, args.task_id, "GET", "/status")
     status = status_of(connection, args.task_id, "POST", "/cancel")
-    return Result(status, f"Cancelled task {status['taskId']}.\n{status_text(status)}")
+    if before["state"] in RESOLVED:
+        said = f"Task {status['taskId']} is already {before['state']}: nothing to cancel."
+    else:
+        said = f"Cancelled task {status['taskId']}."
+    return Result(status, f"{said}\n{status_text(status)}")
 
 
 def rerun_task(connection: http.Connection, args: argparse.Namespace) -> Result:
-    """rerunTask: the task's status with its new run."""
+    """rerunTask: what it did (only a resolved task gets a new run), then the task's status."""
+    before = status_of(connection, args.task_id, "GET", "/status")
     status = status_of(connection, args.task_id, "POST", "/rerun")
-    return Result(status, f"Rerunning task {status['taskId']}.\n{status_text(status)}")
+    if len(status.get("runs") or []) > len(before.get("runs") or []):
+        said = f"Rerunning task {status['taskId']}: run {len(status['runs']) - 1} is {status['state']}."
+    else:
+        said = f"Task {status['taskId']} is {before['state']}: no new run (it reruns only resolved tasks)."
+    return Result(status, f"{said}\n{status_text(status)}")
 
 
 def status_text(status: Mapping[str, Any]) -> str:
