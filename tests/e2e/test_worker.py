@@ -352,6 +352,40 @@ def test_task_log_follows_a_running_task(
     assert b"first line" in printed.stdout and b"=== Task Finished ===" in printed.stdout
 
 
+def test_get_artifact_of_a_live_log_answers_what_it_holds_now(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    marker = tmp_path / "may-finish"
+    script = f"echo first line; while [ ! -e {marker} ]; do sleep 0.1; done; echo last line"
+    task_id = create(queue, tq, {"command": sh(script)})
+    running(queue, task_id)
+    for _ in range(600):  # the worker creates the live log once the task has run a moment
+        if any(a["name"] == "public/logs/live.log" for a in queue.listLatestArtifacts(task_id)["artifacts"]):
+            break
+        time.sleep(0.1)
+    env = {
+        **os.environ,
+        "TASKCLUSTER_ROOT_URL": server.root_url,
+        "TASKCLUSTER_CLIENT_ID": "static/taskyard/root",
+        "TASKCLUSTER_ACCESS_TOKEN": server.access_token,
+    }
+    try:
+        got = subprocess.run(
+            [str(TASKYARD), "task", "get-artifact", task_id, "public/logs/live.log"],
+            capture_output=True,
+            env=env,
+            timeout=60,
+        )
+        # It came back while the task still ran: the log so far, not a stream until the end.
+        assert queue.status(task_id)["status"]["state"] == "running"
+    finally:
+        marker.touch()
+    assert got.returncode == 0, got.stderr
+    assert b"\nfirst line\n" in got.stdout and b"\nlast line\n" not in got.stdout
+    assert b"is live" in got.stderr and f"task log {task_id} -f".encode() in got.stderr
+    resolved(queue, task_id)
+
+
 def test_a_worker_without_credentials_says_what_is_missing(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}
     result = subprocess.run(

@@ -15,6 +15,7 @@ from typing import Any
 
 from taskyard.cli import http
 from taskyard.cli.tasks import (
+    LIVE_STREAM,
     UNRESOLVED,
     Result,
     artifact_request,
@@ -25,7 +26,6 @@ from taskyard.cli.tasks import (
 )
 
 LIVE_LOG = "public/logs/live.log"
-LIVE_STREAM = "/api/queue/v1/_livelog/"
 WAIT = 1.0  # seconds between looks for a run or its log to appear
 
 

@@ -36,6 +36,9 @@ UNRESOLVED = ("unscheduled", "pending", "running")
 CHUNK = 64 * 1024
 BAR_WIDTH = 30
 
+# Where a running task's live log streams from (the live.log artifact redirects there).
+LIVE_STREAM = "/api/queue/v1/_livelog/"
+
 
 @dataclass(frozen=True)
 class Result:
@@ -259,6 +262,14 @@ def get_artifact(connection: http.Connection, args: argparse.Namespace) -> Resul
     location = location_of(
         artifact_request(connection, args.task_id, args.name), connection.timeout, args.name
     )
+    if location.startswith(connection.root_url + LIVE_STREAM):
+        # The run is still going: its log so far, not a stream that ends only when the run does.
+        location += "&follow=0"
+        print(
+            f"taskyard: {args.name} is live: this is what it holds now; "
+            f"follow it with `taskyard task log {args.task_id} -f`",
+            file=sys.stderr,
+        )
     with open_url(urllib.request.Request(location), connection.timeout) as response:
         if args.output:
             with open(args.output, "wb") as target:
