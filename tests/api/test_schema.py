@@ -140,6 +140,15 @@ async def test_create_task_schema_errors_name_the_field_and_store_nothing(api: A
     assert not failures, "\n".join(map(str, failures))
 
 
+async def test_create_task_reports_every_invalid_field_at_once(api: Api) -> None:
+    body = task_definition(api.clock, priority="urgent", retries=-1, tags={"a": 1})
+    del body["metadata"]["name"]
+    body["unknown"] = True
+    response = await api.call("PUT", f"/task/{slugid.nice()}", body)
+    fields = ["body.priority", "body.retries", "body.tags.a", "body.metadata.name", "body.unknown"]
+    assert_error(response, 400, "InputValidationError", names=["body has 5 problems", *fields])
+
+
 async def test_claim_work_33_leaves_the_queue_alone(api: Api) -> None:
     task_id, _ = await api.create_task()
     response = await api.call("POST", f"/claim-work/{QUEUE}", {**CLAIM, "tasks": 33})

@@ -149,7 +149,8 @@ def test_array_unique() -> None:
 
 def test_array_items_checked_before_uniqueness() -> None:
     rule = schema.array(schema.string(min_length=1), unique=True)
-    assert error_of(rule, ["", ""]) == "body[0] must be at least 1 character; it has 0"
+    assert error_of(rule, ["x", ""]) == "body[1] must be at least 1 character; it has 0"
+    assert "uniqu" not in error_of(rule, ["", ""])
 
 
 # object ----------------------------------------------------------------------------------------
@@ -182,14 +183,28 @@ def test_object_unknown_property() -> None:
 
 
 def test_object_unknown_property_reported_in_sorted_order() -> None:
-    assert error_of(BODY, {"metadata": {}, "b": 1, "a": 1}) == "body.a is not allowed (unknown property)"
+    said = error_of(BODY, {"metadata": {}, "b": 1, "a": 1}).splitlines()
+    assert said[1:3] == [
+        "- body.a is not allowed (unknown property)",
+        "- body.b is not allowed (unknown property)",
+    ]
 
 
 def test_object_order_unknown_then_required_then_declared() -> None:
     assert "unknown property" in error_of(BODY, {"metdata": {}})
-    assert error_of(BODY, {"payload": 1}) == "body.metadata is required"
+    assert error_of(BODY, {"payload": {}}) == "body.metadata is required"
     rule = schema.obj({"a": schema.string(), "b": schema.string()})
-    assert error_of(rule, {"b": 1, "a": 1}) == "body.a must be a string, not an integer"
+    assert error_of(rule, {"b": 1, "a": 1}).splitlines() == [
+        "body has 2 problems:",
+        "- body.a must be a string, not an integer",
+        "- body.b must be a string, not an integer",
+    ]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    said = error_of(BODY, {"metdata": {}, "payload": 1, "nested": {"x": 1}})
+    assert said.startswith("body has ") and "body.metdata is not allowed" in said
+    assert "body.metadata is required" in said
 
 
 def test_object_additional_schema() -> None:

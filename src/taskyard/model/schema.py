@@ -187,8 +187,10 @@ class _Array(Schema):
         if self.max_items is not None and len(value) > self.max_items:
             _fail(path, f"must have at most {_count(self.max_items, 'item')}; it has {len(value)}")
         if self.items is not None:
+            problems: list[str] = []
             for index, item in enumerate(value):
-                self.items.check(item, f"{path}[{index}]")
+                _attempt(problems, self.items, item, f"{path}[{index}]")
+            _raise_any(path, problems)
         if self.unique:
             _check_unique(value, path)
 
@@ -204,17 +206,18 @@ class _Object(Schema):
         if not all(isinstance(key, str) for key in value):
             _fail(path, "must have only string keys")
         extra = sorted(key for key in value if key not in self.properties)
-        if self.additional is False and extra:
-            _fail(_child(path, extra[0]), "is not allowed (unknown property)")
-        for name in self.required:
-            if name not in value:
-                _fail(_child(path, name), "is required")
+        # Every problem at once, so that a client fixes its body in one go.
+        problems: list[str] = []
+        if self.additional is False:
+            problems += [f"{_child(path, key)} is not allowed (unknown property)" for key in extra]
+        problems += [f"{_child(path, name)} is required" for name in self.required if name not in value]
         for name, rule in self.properties.items():
             if name in value:
-                rule.check(value[name], _child(path, name))
+                _attempt(problems, rule, value[name], _child(path, name))
         if isinstance(self.additional, Schema):
             for name in extra:
-                self.additional.check(value[name], _child(path, name))
+                _attempt(problems, self.additional, value[name], _child(path, name))
+        _raise_any(path, problems)
 
 
 @dataclass(frozen=True)
@@ -234,6 +237,37 @@ class _DateTime(Schema):
 
 def _fail(path: str, rule: str) -> NoReturn:
     raise errors.InputValidationError(f"{path} {rule}")
+
+
+class InvalidFields(errors.InputValidationError):
+    """Several fields break their rules: the message lists each, one per line."""
+
+    def __init__(self, path: str, problems: Sequence[str]) -> None:
+        shown = list(problems[:MAX_PROBLEMS])
+        more = len(problems) - len(shown)
+        lines = [f"- {p}" for p in shown] + ([f"- ... and {more} more"] if more else [])
+        super().__init__(f"{path} has {len(problems)} problems:\n" + "\n".join(lines))
+        self.problems = list(problems)
+
+
+MAX_PROBLEMS = 50
+
+
+def _attempt(problems: list[str], rule: Schema, value: JSON, path: str) -> None:
+    """Check `value`, adding what is wrong with it to `problems` instead of raising."""
+    try:
+        rule.check(value, path)
+    except InvalidFields as exc:
+        problems += exc.problems
+    except errors.InputValidationError as exc:
+        problems.append(exc.message)
+
+
+def _raise_any(path: str, problems: list[str]) -> None:
+    if len(problems) == 1:
+        raise errors.InputValidationError(problems[0])
+    if problems:
+        raise InvalidFields(path, problems)
 
 
 def _json_type(value: JSON) -> str:
