@@ -19,6 +19,10 @@ deadlines are days after it.
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +36,15 @@ from taskyard.queue import consistency
 from taskyard.storage import open_storage
 from taskyard.storage.schema import NewerSchema, known_versions
 from tests.upgrade import servers
-from tests.upgrade.databases import DIALECTS, RELEASES, OldDatabase, execute_raw, fetch_raw, restored
+from tests.upgrade.databases import (
+    DIALECTS,
+    FIXTURES,
+    RELEASES,
+    OldDatabase,
+    execute_raw,
+    fetch_raw,
+    restored,
+)
 
 FIRST_SCHEMA = 1
 
@@ -104,6 +116,37 @@ async def test_a_database_from_a_newer_taskyard_is_refused(db_url: str) -> None:
 
 # ---------------------------------------------------------------------------------------------------
 # Through a real server.
+
+
+def test_serve_refuses_a_database_from_a_newer_taskyard(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    shutil.copyfile(FIXTURES / RELEASES[-1] / "sqlite" / "taskyard.sqlite3", data_dir / "taskyard.sqlite3")
+    future = max(known_versions("sqlite")) + 1
+    asyncio.run(
+        execute_raw(
+            f"sqlite:///{data_dir}/taskyard.sqlite3",
+            f"INSERT INTO schema_migrations VALUES ({future}, 'x', 0)",
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
+    refused = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "taskyard"),
+            "serve",
+            "--port",
+            str(servers.free_port()),
+            "--data-dir",
+            str(data_dir),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 3, refused.stderr
+    line = f"has schema version {future}, written by a newer taskyard"
+    assert [text for text in refused.stderr.splitlines() if line in text], refused.stderr
 
 
 def test_an_old_database_serves_on(old_db: OldDatabase) -> None:

@@ -303,3 +303,7 @@ SELECT id, task_id FROM task_resolutions
 
 -- name: consistency_outbox
 SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id
+
+-- name: schema_versions
+-- The migrations a database has applied, oldest first (`taskyard migrate` reports them).
+SELECT version, name, applied FROM schema_migrations ORDER BY version
