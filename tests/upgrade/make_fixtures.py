@@ -87,9 +87,9 @@ class Release:
 RELEASES = [
     # The first schema: the last commit whose migrations were 0001 alone.
     Release("schema1-ca9d4ad", "ca9d4ad", 1, False, False, False),
-    # The first session's last commit: migrations 0001 to 0004.
+    # The release of migrations 0001 to 0004: the last commit before live logs were added.
     Release("schema4-d299541", "d299541", 4, True, True, False),
-    # The second session's last commit: migrations 0001 to 0005.
+    # The release of migrations 0001 to 0005: live logs and the worker.
     Release("schema5-c6ea60f", "c6ea60f", 5, True, True, True),
 ]
 
