@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, options, tasks
+from taskyard.cli import admin, db, options, tasks
 from taskyard.cli import worker as worker_cli
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.lockfile import InUse
@@ -39,6 +39,7 @@ def parser() -> argparse.ArgumentParser:
     worker_cli.add_command(commands)
     admin.add_commands(commands)
     tasks.add_commands(commands)
+    db.add_commands(commands)
     return top
 
 
@@ -93,6 +94,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
         return admin.main(args, os.environ)
+    if args.command in db.COMMANDS:
+        return db.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -6,14 +6,23 @@ from taskyard.model.errors import ConfigError
 from taskyard.storage.port import Storage
 
 
+def sqlite_path(url: str) -> str | None:
+    """The file of a `sqlite:///relative` or `sqlite:////absolute` URL (`:memory:` if empty); None
+    for any other URL."""
+    if not url.startswith("sqlite://"):
+        return None
+    path = url.removeprefix("sqlite://")
+    path = path[1:] if path.startswith("/") else path  # sqlite:////abs -> /abs, sqlite:///rel -> rel
+    return path if path else ":memory:"
+
+
 async def open_storage(url: str) -> Storage:
     """Open `sqlite:///path/to/file` or `postgresql://user@host/db`, migrating it first."""
-    if url.startswith("sqlite://"):
+    path = sqlite_path(url)
+    if path is not None:
         from taskyard.storage.sqlite import open_sqlite
 
-        path = url.removeprefix("sqlite://")
-        path = path[1:] if path.startswith("/") and not path.startswith("//") else path
-        return await open_sqlite(path if path else ":memory:")
+        return await open_sqlite(path)
     if url.startswith(("postgresql://", "postgres://")):
         from taskyard.storage.postgres import open_postgres
 

@@ -33,7 +33,7 @@ from typing import Any
 import asyncpg
 
 from taskyard.model import dates
-from taskyard.storage import _queries
+from taskyard.storage import _queries, schema
 from taskyard.storage.port import (
     DatabaseUnavailable,
     Listener,
@@ -183,6 +183,7 @@ class PostgresStorage:
                 "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
             )
             applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
+            schema.check_applied(applied, "postgres", self.url_for_humans)
             for version, name, statements in _queries.migrations("postgres", _WORDS):
                 if version in applied:
                     continue

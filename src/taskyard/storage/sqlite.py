@@ -15,7 +15,7 @@ from typing import Any
 import aiosqlite
 
 from taskyard.model import dates
-from taskyard.storage import _queries
+from taskyard.storage import _queries, schema
 from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
 
 _PARAM = re.compile(r"\$(\d+)")
@@ -139,7 +139,11 @@ class SQLiteStorage:
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
         with wrap_db_errors():
             self._writer = await self._connect()
-            await self._migrate()
+            try:
+                await self._migrate()
+            except BaseException:
+                await self.close()  # a refused or failed migration leaves nothing open
+                raise
             self._reader = await self._connect()
         return self
 
@@ -157,6 +161,8 @@ class SQLiteStorage:
             "CREATE TABLE IF NOT EXISTS schema_migrations "
             "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied BIGINT NOT NULL)"
         )
+        versions = await conn.execute_fetchall("SELECT version FROM schema_migrations")
+        schema.check_applied([row[0] for row in versions], "sqlite", self.url_for_humans)
         for version, name, statements in _queries.migrations("sqlite", _WORDS):
             await conn.execute("BEGIN IMMEDIATE")
             cursor = await conn.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (version,))

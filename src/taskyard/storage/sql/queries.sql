@@ -287,3 +287,23 @@ DELETE FROM live_log_chunks
 
 -- name: delete_live_log
 DELETE FROM live_logs WHERE task_id = $1 AND run_id = $2
+
+-- name: consistency_tasks
+-- queue/consistency.py reads everything once, to check the rules committed states keep.
+SELECT task_id, task_queue_id, state, runs, deadline, taken_until, claimed_at, ever_resolved FROM tasks
+
+-- name: consistency_pending_runs
+SELECT task_id, run_id, task_queue_id FROM pending_runs
+
+-- name: consistency_groups
+SELECT task_group_id FROM task_groups
+
+-- name: consistency_resolutions
+SELECT id, task_id FROM task_resolutions
+
+-- name: consistency_outbox
+SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id
+
+-- name: schema_versions
+-- The migrations a database has applied, oldest first (`taskyard migrate` reports them).
+SELECT version, name, applied FROM schema_migrations ORDER BY version
