@@ -17,6 +17,7 @@ from taskyard.queue import artifacts, livelogs
 
 STORAGE_HEADER = "x-taskcluster-artifact-storage-type"
 GET_SCOPES = {"AllOf": [{"for": "n", "in": "names", "each": "queue:get-artifact:<n>"}]}
+GET_LOADS = ("names",)  # every name on the link chain, which the service follows
 CREATE_SCOPES = "queue:create-artifact:<taskId>/<runId>"
 FINISH = schema.obj({"uploadId": schema.string()}, additional=True)
 
@@ -115,8 +116,15 @@ ROUTES = [
         livelogs.APPEND_REQUEST,
         "experimental",
     ),
-    Route("GET", f"{RUN}/artifacts/{NAME}", "getArtifact", get_artifact, GET_SCOPES),
-    Route("GET", f"{LATEST}/artifacts/{NAME}", "getLatestArtifact", get_latest_artifact, GET_SCOPES),
+    Route("GET", f"{RUN}/artifacts/{NAME}", "getArtifact", get_artifact, GET_SCOPES, loads=GET_LOADS),
+    Route(
+        "GET",
+        f"{LATEST}/artifacts/{NAME}",
+        "getLatestArtifact",
+        get_latest_artifact,
+        GET_SCOPES,
+        loads=GET_LOADS,
+    ),
     Route(
         "GET", f"{RUN}/artifacts", "listArtifacts", list_artifacts, "queue:list-artifacts:<taskId>:<runId>"
     ),
@@ -135,6 +143,13 @@ ROUTES = [
         latest_artifact_info,
         "queue:get-artifact:<name>",
     ),
-    Route("GET", f"{RUN}/artifact-content/{NAME}", "artifact", artifact, GET_SCOPES),
-    Route("GET", f"{LATEST}/artifact-content/{NAME}", "latestArtifact", latest_artifact, GET_SCOPES),
+    Route("GET", f"{RUN}/artifact-content/{NAME}", "artifact", artifact, GET_SCOPES, loads=GET_LOADS),
+    Route(
+        "GET",
+        f"{LATEST}/artifact-content/{NAME}",
+        "latestArtifact",
+        latest_artifact,
+        GET_SCOPES,
+        loads=GET_LOADS,
+    ),
 ]

@@ -277,6 +277,9 @@ def _as_resolver(name: str) -> dict[str, list[Any]]:
 
 RUN = "/task/{taskId}/runs/{runId}"
 WORKER_PATH = "/provisioners/{provisionerId}/worker-types/{workerType}/workers/{workerGroup}/{workerId}"
+# createTask's values come from the task definition it validates, with its defaults filled in.
+CREATE_TASK_LOADS = ("scopes", "routes", "projectId", "schedulerId", "taskQueueId", "priorities")
+RESOLVER_LOADS = ("schedulerId", "taskGroupId", "projectId")
 CREATE_TASK_SCOPES = {
     "AllOf": [
         {"for": "scope", "in": "scopes", "each": "<scope>"},
@@ -339,6 +342,7 @@ ROUTES = [
         seal_task_group,
         "queue:seal-task-group:<schedulerId>/<taskGroupId>",
         stability="experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "POST",
@@ -347,6 +351,7 @@ ROUTES = [
         cancel_task_group,
         "queue:cancel-task-group:<schedulerId>/<taskGroupId>",
         stability="experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "POST",
@@ -356,6 +361,7 @@ ROUTES = [
         "queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
         PRIORITY,
         "experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "GET",
@@ -364,10 +370,31 @@ ROUTES = [
         list_dependent_tasks,
         "queue:list-dependent-tasks:<taskId>",
     ),
-    Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES),
-    Route("POST", "/task/{taskId}/schedule", "scheduleTask", schedule_task, _as_resolver("schedule-task")),
-    Route("POST", "/task/{taskId}/rerun", "rerunTask", rerun_task, _as_resolver("rerun-task")),
-    Route("POST", "/task/{taskId}/cancel", "cancelTask", cancel_task, _as_resolver("cancel-task")),
+    Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES, loads=CREATE_TASK_LOADS),
+    Route(
+        "POST",
+        "/task/{taskId}/schedule",
+        "scheduleTask",
+        schedule_task,
+        _as_resolver("schedule-task"),
+        loads=RESOLVER_LOADS,
+    ),
+    Route(
+        "POST",
+        "/task/{taskId}/rerun",
+        "rerunTask",
+        rerun_task,
+        _as_resolver("rerun-task"),
+        loads=RESOLVER_LOADS,
+    ),
+    Route(
+        "POST",
+        "/task/{taskId}/cancel",
+        "cancelTask",
+        cancel_task,
+        _as_resolver("cancel-task"),
+        loads=RESOLVER_LOADS,
+    ),
     Route(
         "POST",
         "/task/{taskId}/priority",
@@ -381,6 +408,7 @@ ROUTES = [
         },
         PRIORITY,
         "experimental",
+        loads=("taskQueueId",),
     ),
     Route(
         "POST",
@@ -406,6 +434,7 @@ ROUTES = [
         CLAIM_TASK,
         "deprecated",
         scope_body=("workerGroup", "workerId"),
+        loads=("provisionerId", "workerType"),
     ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
     Route(
@@ -532,5 +561,6 @@ ROUTES = [
         },
         DECLARE,
         "experimental",
+        loads=("properties",),
     ),
 ]

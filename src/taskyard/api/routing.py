@@ -66,10 +66,6 @@ class Call:
         body = self.body if isinstance(self.body, dict) else {}
         return {k: body[k] for k in self.scope_body if k in body}
 
-    def can_authorize_early(self) -> bool:
-        """Whether the path and the route's declared body fields give every parameter the template needs."""
-        return authz.template_names(self.scopes) <= set(self.params) | set(self._from_body())
-
 
 Handler = Callable[[Call], Awaitable[Any]]
 
@@ -95,6 +91,9 @@ class Route:
     long_poll: bool = False
     scope_body: tuple[str, ...] = ()  # body fields the scope template reads, for checking before the handler
     own_auth: bool = False  # the handler authenticates the request itself (testAuthenticate)
+    # Template parameters the service supplies from the record it loads (or the input it derives),
+    # calling the guard the handler passes it. Empty: the edge checks the scopes before the handler.
+    loads: tuple[str, ...] = ()
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:
