@@ -80,31 +80,7 @@ async def bulk_statuses(call: Call) -> Any:
 
 
 async def create_task(call: Call) -> Any:
-    definition = tasks.define(_q(call), call.params["taskId"], call.body)
-    priority = definition["priority"]
-    call.authorize(
-        scopes=definition["scopes"],
-        routes=definition["routes"],
-        projectId=definition["projectId"],
-        schedulerId=definition["schedulerId"],
-        taskQueueId=definition["taskQueueId"],
-        # any scope for the task's priority or a higher one will do
-        priorities=PRIORITIES[: PRIORITIES.index(priority) + 1],
-    )
-    return await tasks.create_defined(_q(call), call.params["taskId"], definition)
-
-
-async def _authorize_for_task(call: Call) -> None:
-    """Check a scope template that names the task's own fields (loaded here: 404 comes first)."""
-    rec = await tasks.require(_q(call), tasks.check_task_id(call.params["taskId"]))
-    call.authorize(
-        schedulerId=rec.scheduler_id,
-        taskGroupId=rec.task_group_id,
-        projectId=rec.project_id,
-        taskQueueId=rec.task_queue_id,
-        provisionerId=rec.definition["provisionerId"],
-        workerType=rec.definition["workerType"],
-    )
+    return await tasks.create_task(_q(call), call.params["taskId"], call.body, guard=call.authorize)
 
 
 async def _authorize_for_group(call: Call) -> None:
@@ -113,23 +89,19 @@ async def _authorize_for_group(call: Call) -> None:
 
 
 async def schedule_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.schedule_task(_q(call), call.params["taskId"])
+    return await tasks.schedule_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
 async def rerun_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.rerun_task(_q(call), call.params["taskId"])
+    return await tasks.rerun_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
 async def cancel_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.cancel_task(_q(call), call.params["taskId"])
+    return await tasks.cancel_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
 async def change_task_priority(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.change_task_priority(_q(call), call.params["taskId"], call.body)
+    return await tasks.change_task_priority(_q(call), call.params["taskId"], call.body, guard=call.authorize)
 
 
 async def change_task_group_priority(call: Call) -> Any:
@@ -145,8 +117,8 @@ async def claim_work(call: Call) -> Any:
 
 
 async def claim_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await claims.claim_task(_q(call), call.params["taskId"], run_id(call), _worker(call))
+    task_id, worker = call.params["taskId"], _worker(call)
+    return await claims.claim_task(_q(call), task_id, run_id(call), worker, guard=call.authorize)
 
 
 async def reclaim_task(call: Call) -> Any:

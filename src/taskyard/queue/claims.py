@@ -9,6 +9,7 @@ from typing import Any
 from taskyard.auth import hawk
 from taskyard.model import runs
 from taskyard.model.errors import RequestConflict, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
@@ -91,7 +92,7 @@ async def claim_pending(
     taken_until = now + q.config.claim_timeout * 1000
     async with q.storage.transaction() as tx:
         known = await tx.fetchrow("get_worker", task_queue_id, *worker)
-        if known is not None and (known["quarantine_until"] or 0) > now:
+        if workers.is_quarantined(known, now):
             raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
         rows = await tx.fetch("lock_pending", task_queue_id, count, now)
         claimed: list[TaskRecord] = []
@@ -119,27 +120,34 @@ async def _claim_one_tx(
     return change.record
 
 
-async def claim_task(q: Queue, task_id: str, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
-    """Claim one named run (deprecated protocol). The same worker again gets its claim back."""
-    check_task_id(task_id)
-    current = await service.load(q, task_id)
-    if await workers.quarantined(q, current.task_queue_id, worker):
-        return {}
+async def claim_task(
+    q: Queue, task_id: str, run_id: int, worker: tuple[str, str], *, guard: Guard
+) -> dict[str, Any]:
+    """Claim one named run (deprecated protocol). The same worker again gets its claim back.
 
-    def step(rec: TaskRecord) -> Change:
+    One transaction reads the task (404), lets `guard` check its provisionerId and workerType
+    (403), answers `{}` to a quarantined worker, claims the run and records the worker as seen.
+    """
+    check_task_id(task_id)
+
+    async def attempt(tx: Tx) -> TaskRecord | None:
+        rec = await service.load_for_update_tx(tx, task_id)
+        service.guard_task(guard, rec)
+        known = await tx.fetchrow("get_worker", rec.task_queue_id, *worker)
+        if workers.is_quarantined(known, q.clock()):
+            return None
         if rec.deadline <= q.clock():
             raise RequestConflict(f"task {task_id} is past its deadline and cannot be claimed")
         _check_run(rec, run_id)
         taken_until = q.clock() + q.config.claim_timeout * 1000
-        return runs.claim(rec, run_id, worker, q.clock(), taken_until)
+        change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
+        await service.apply_tx(q, tx, change, old_version=rec.version)
+        if change.changed:
+            await workers.seen_tx(q, tx, rec.task_queue_id, worker, [(task_id, run_id)], known)
+        return change.record
 
-    change = await service.transition(q, task_id, step)
-    if change.changed:
-        task_queue_id = change.record.task_queue_id
-        async with q.storage.transaction() as tx:
-            row = await tx.fetchrow("get_worker", task_queue_id, *worker)
-            await workers.seen_tx(q, tx, task_queue_id, worker, [(task_id, run_id)], row)
-    return _claim_body(q, change.record, run_id, worker)
+    claimed = await service.retrying(q, task_id, attempt)
+    return {} if claimed is None else _claim_body(q, claimed, run_id, worker)
 
 
 def _check_run(rec: TaskRecord, run_id: int) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import orjson
 
@@ -23,6 +23,7 @@ from taskyard.events import outbox
 from taskyard.model import dates, runs, task_definition
 from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.guard import Guard
 from taskyard.model.metrics import Counters
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.signed_urls import Signer
@@ -40,6 +41,7 @@ DEADLINE_RESOLVER = "deadline-resolver"
 DEPENDENCY_RESOLVER = "dependency-resolver"
 EXPIRY_SWEEPER = "expiry-sweeper"
 SET_ASIDE_METRIC = "resolver_rows_set_aside_total"
+T = TypeVar("T")
 
 
 class RaceLost(Exception):
@@ -187,12 +189,29 @@ async def load(q: Queue, task_id: str) -> TaskRecord:
     return record_from_row(row)
 
 
-async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
-    """Apply `step` to the task's record inside `tx` (the row is locked on PostgreSQL)."""
+async def load_for_update_tx(tx: Tx, task_id: str) -> TaskRecord:
+    """The task as `tx` reads it (the row locked on PostgreSQL), or 404."""
     row = await tx.fetchrow("get_task_for_update", task_id)
     if row is None:
         raise ResourceNotFound(f"task {task_id} does not exist")
-    rec = record_from_row(row)
+    return record_from_row(row)
+
+
+def guard_task(guard: Guard, rec: TaskRecord) -> None:
+    """Check the route's scopes with the task's own fields: any of them may appear in a template."""
+    guard(
+        schedulerId=rec.scheduler_id,
+        taskGroupId=rec.task_group_id,
+        projectId=rec.project_id,
+        taskQueueId=rec.task_queue_id,
+        provisionerId=rec.definition["provisionerId"],
+        workerType=rec.definition["workerType"],
+    )
+
+
+async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
+    """Apply `step` to the task's record inside `tx` (the row is locked on PostgreSQL)."""
+    rec = await load_for_update_tx(tx, task_id)
     change = step(rec)
     await apply_tx(q, tx, change, old_version=rec.version)
     return change
@@ -200,10 +219,15 @@ async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskReco
 
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
     """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
+    return await retrying(q, task_id, lambda tx: transition_tx(q, tx, task_id, step))
+
+
+async def retrying(q: Queue, task_id: str, attempt: Callable[[Tx], Awaitable[T]]) -> T:
+    """Run `attempt` in a transaction of its own; when it loses a race on the task, run it again."""
     for _ in range(RACE_RETRIES):
         try:
             async with q.storage.transaction() as tx:
-                return await transition_tx(q, tx, task_id, step)
+                return await attempt(tx)
         except RaceLost:
             log.debug("lost a race on task %s; retrying", task_id)
     raise Unavailable(f"task {task_id} is changing too often to update; try again")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from taskyard.model import dates, runs, slugid, task_definition
-from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict
+from taskyard.model.guard import Guard
 from taskyard.model.messages import task_message
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import groups, service
@@ -48,13 +49,23 @@ def define(q: Queue, task_id: str, body: object) -> dict[str, Any]:
     )
 
 
-async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
-    """Define a task. Idempotent: the same definition again answers the current status; another, 409."""
-    return await create_defined(q, task_id, define(q, task_id, body))
+async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> dict[str, Any]:
+    """Define a task. Idempotent: the same definition again answers the current status; another, 409.
 
-
-async def create_defined(q: Queue, task_id: str, definition: dict[str, Any]) -> dict[str, Any]:
-    """createTask for a definition `define()` accepted."""
+    `guard` checks the definition's scopes, routes, projectId, schedulerId, taskQueueId, and the
+    priorities at or above the task's (a scope for any of them will do), once the definition is
+    known to be valid (400 first).
+    """
+    definition = define(q, task_id, body)
+    priority = definition["priority"]
+    guard(
+        scopes=definition["scopes"],
+        routes=definition["routes"],
+        projectId=definition["projectId"],
+        schedulerId=definition["schedulerId"],
+        taskQueueId=definition["taskQueueId"],
+        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
+    )
     rec = new_record(task_id, definition, int(definition["retries"]))
     for attempt in range(3):
         try:
@@ -145,26 +156,33 @@ def _open_before_deadline(q: Queue, rec: TaskRecord, action: str) -> None:
         raise RequestConflict(f"task {rec.task_id} is past its deadline; it cannot be {action}")
 
 
-async def schedule_task(q: Queue, task_id: str) -> dict[str, Any]:
-    """Give an unscheduled task its first run, whatever its dependencies say."""
+async def schedule_task(q: Queue, task_id: str, *, guard: Guard) -> dict[str, Any]:
+    """Give an unscheduled task its first run, whatever its dependencies say.
+
+    `guard` sees the task's fields (`service.guard_task`) once it is loaded, so a missing task is
+    a 404 before it can be a 403; the same goes for rerun, cancel and changeTaskPriority.
+    """
 
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "scheduled")
         return runs.schedule(rec, q.clock())
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
 
 
-async def rerun_task(q: Queue, task_id: str) -> dict[str, Any]:
+async def rerun_task(q: Queue, task_id: str, *, guard: Guard) -> dict[str, Any]:
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "rerun")
         return runs.rerun(rec, q.clock())
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
 
 
-async def cancel_task(q: Queue, task_id: str) -> dict[str, Any]:
+async def cancel_task(q: Queue, task_id: str, *, guard: Guard) -> dict[str, Any]:
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "canceled")
         return runs.cancel(rec, q.clock())
 
@@ -188,10 +206,13 @@ def reprioritise(rec: TaskRecord, new_priority: str) -> Change:
     return Change(new, [message], priority_changed=True)
 
 
-async def change_task_priority(q: Queue, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
+async def change_task_priority(
+    q: Queue, task_id: str, body: dict[str, Any], *, guard: Guard
+) -> dict[str, Any]:
     new_priority = check_priority(body.get("newPriority"))
 
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "reprioritised")
         if rec.ever_resolved:
             raise RequestConflict(f"task {rec.task_id} is resolved; its priority can no longer change")
@@ -200,10 +221,3 @@ async def change_task_priority(q: Queue, task_id: str, body: dict[str, Any]) -> 
         return reprioritise(rec, new_priority)
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
-
-
-async def require(q: Queue, task_id: str) -> TaskRecord:
-    try:
-        return await service.load(q, task_id)
-    except ResourceNotFound:
-        raise ResourceNotFound(f"task {task_id} does not exist") from None

@@ -35,10 +35,9 @@ def split(task_queue_id: str) -> tuple[str, str]:
     return provisioner_id, worker_type
 
 
-async def quarantined(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> bool:
-    async with q.storage.reader() as session:
-        row = await session.fetchrow("get_worker", task_queue_id, *worker)
-    return row is not None and (row["quarantine_until"] or 0) > q.clock()
+def is_quarantined(row: Row | None, now: int) -> bool:
+    """Whether the worker whose row (None: it has none yet) this is is quarantined at `now`."""
+    return row is not None and (row["quarantine_until"] or 0) > now
 
 
 async def seen(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> None:
