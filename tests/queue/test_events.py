@@ -77,8 +77,8 @@ async def test_group_events(queue: Queue, clock: FakeClock, published: Published
     group = new_id()
     await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group), guard=ALLOW_ALL)
     await published.collect()
-    await groups.seal_task_group(queue, group)
-    await groups.change_task_group_priority(queue, group, "high")
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
+    await groups.change_task_group_priority(queue, group, "high", guard=ALLOW_ALL)
     messages = await published.collect()
     by_exchange = {m.exchange: m for m in messages}
     sealed = by_exchange["task-group-sealed"]
@@ -97,7 +97,7 @@ async def test_no_event_for_a_change_that_rolled_back(
 ) -> None:
     group = new_id()
     await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group), guard=ALLOW_ALL)
-    await groups.seal_task_group(queue, group)
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
     await published.collect()
     refused = new_id()
     with pytest.raises(RequestConflict):

@@ -15,7 +15,7 @@ import pytest
 
 from taskyard.model.errors import InsufficientScopes, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
-from taskyard.queue import claims, tasks, workers
+from taskyard.queue import artifacts, claims, groups, tasks, workers
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
 from tests.conftest import FakeClock
@@ -133,7 +133,7 @@ async def test_claim_task_refused_or_unknown_changes_nothing(queue: Queue, clock
 async def test_claim_task_answers_nothing_to_a_quarantined_worker(queue: Queue, clock: FakeClock) -> None:
     task_id = await create(queue, clock)
     await workers.declare_worker(
-        queue, TQ, WORKER, {"expires": definition(clock.now + 86_400_000)["deadline"]}
+        queue, TQ, WORKER, {"expires": definition(clock.now + 86_400_000)["deadline"]}, guard=ALLOW_ALL
     )
     until = definition(clock.now + 3_600_000)["created"]
     await workers.quarantine_worker(queue, TQ, WORKER, {"quarantineUntil": until}, "tester")
@@ -190,3 +190,70 @@ async def test_create_task_guards_the_definition_before_writing(queue: Queue, cl
             "priorities": ["highest", "very-high", "high"],
         }
     ]
+
+
+@pytest.mark.parametrize("action", ["seal", "cancel", "priority"])
+async def test_group_actions_guard_after_the_load(queue: Queue, clock: FakeClock, action: str) -> None:
+    def act(group_id: str, guard: Recorder) -> Awaitable[Any]:
+        if action == "seal":
+            return groups.seal_task_group(queue, group_id, guard=guard)
+        if action == "cancel":
+            return groups.cancel_task_group(queue, group_id, guard=guard)
+        return groups.change_task_group_priority(queue, group_id, "high", guard=guard)
+
+    unknown = Recorder()
+    with pytest.raises(ResourceNotFound):
+        await act(new_id(), unknown)
+    assert unknown.seen == []
+
+    group = new_id()
+    task_id = await create(queue, clock, taskGroupId=group, schedulerId="sched")
+    if action == "cancel":
+        await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
+    before = (await groups.get_task_group(queue, group), await tasks.status(queue, task_id))
+    with pytest.raises(InsufficientScopes):
+        await act(group, Recorder(refuse=True))
+    assert (await groups.get_task_group(queue, group), await tasks.status(queue, task_id)) == before
+
+    guard = Recorder()
+    _, counts = await counting(queue, lambda: act(group, guard))
+    assert guard.seen == [{"schedulerId": "sched"}]
+    assert counts["get_group"] == (2 if action == "seal" else 1)  # seal reads the sealed group back
+
+
+async def test_follow_guards_every_name_on_the_link_chain(queue: Queue, clock: FakeClock) -> None:
+    task_id = await create(queue, clock)
+    await claims.claim_pending(queue, TQ, WORKER, 1)
+    expires = definition(clock.now)["deadline"]
+    target = {
+        "storageType": "reference",
+        "url": "https://example.com/x",
+        "contentType": "text/plain",
+        "expires": expires,
+    }
+    await artifacts.create_artifact(queue, task_id, 0, "public/target", target)
+    link = {"storageType": "link", "artifact": "public/target", "expires": expires}
+    await artifacts.create_artifact(queue, task_id, 0, "public/link", link)
+
+    guard = Recorder()
+    found = await artifacts.follow(queue, task_id, None, "public/link", guard=guard)
+    assert found.name == "public/target"
+    assert guard.seen == [{"names": ["public/link"]}, {"names": ["public/link", "public/target"]}]
+
+    unknown = Recorder()
+    with pytest.raises(ResourceNotFound):
+        await artifacts.follow(queue, new_id(), None, "public/link", guard=unknown)
+    assert unknown.seen == [{"names": ["public/link"]}]  # the name asked for is checked before any 404
+    with pytest.raises(InsufficientScopes):
+        await artifacts.follow(queue, new_id(), 0, "public/link", guard=Recorder(refuse=True))
+
+
+async def test_declare_worker_guards_the_properties_it_declares(queue: Queue, clock: FakeClock) -> None:
+    body = {"expires": definition(clock.now + 86_400_000)["deadline"]}
+    with pytest.raises(InsufficientScopes):
+        await workers.declare_worker(queue, TQ, WORKER, body, guard=Recorder(refuse=True))
+    with pytest.raises(ResourceNotFound):
+        await workers.get_worker(queue, TQ, WORKER)
+    guard = Recorder()
+    await workers.declare_worker(queue, TQ, WORKER, body, guard=guard)
+    assert guard.seen == [{"properties": ["expires"]}]

@@ -79,7 +79,7 @@ async def test_first_append_creates_the_reference_artifact(
         "expires": dates.to_iso(expires),
         "contentType": "text/plain; charset=utf-8",
     }
-    found = await artifacts.follow(q, task_id, 0, NAME, lambda names: None)
+    found = await artifacts.follow(q, task_id, 0, NAME, guard=ALLOW_ALL)
     assert artifacts.content(q, found) == {"storageType": "reference", "url": answer["url"]}
     (created,) = await published.collect()
     assert created.exchange == "artifact-created"

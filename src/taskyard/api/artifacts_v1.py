@@ -47,13 +47,8 @@ async def append_live_log(call: Call) -> Any:
 
 
 async def _follow(call: Call, run: int | None) -> Artifact:
-    name = call.params["name"]
-    call.authorize(names=[name])  # before any 404, as TaskCluster does
-    _name(call)
-    task_id = call.params["taskId"]
-    if run is None:
-        run = await artifacts.latest_run_id(_q(call), task_id)
-    return await artifacts.follow(_q(call), task_id, run, name, lambda names: call.authorize(names=names))
+    task_id, name = call.params["taskId"], call.params["name"]
+    return await artifacts.follow(_q(call), task_id, run, name, guard=call.authorize)
 
 
 def _redirect(call: Call, found: Artifact) -> Reply:

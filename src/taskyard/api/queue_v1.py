@@ -83,11 +83,6 @@ async def create_task(call: Call) -> Any:
     return await tasks.create_task(_q(call), call.params["taskId"], call.body, guard=call.authorize)
 
 
-async def _authorize_for_group(call: Call) -> None:
-    group = await groups.get_task_group(_q(call), call.params["taskGroupId"])
-    call.authorize(schedulerId=group["schedulerId"])
-
-
 async def schedule_task(call: Call) -> Any:
     return await tasks.schedule_task(_q(call), call.params["taskId"], guard=call.authorize)
 
@@ -105,10 +100,8 @@ async def change_task_priority(call: Call) -> Any:
 
 
 async def change_task_group_priority(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.change_task_group_priority(
-        _q(call), call.params["taskGroupId"], call.body["newPriority"]
-    )
+    group_id, priority = call.params["taskGroupId"], call.body["newPriority"]
+    return await groups.change_task_group_priority(_q(call), group_id, priority, guard=call.authorize)
 
 
 async def claim_work(call: Call) -> Any:
@@ -147,13 +140,11 @@ async def get_task_group(call: Call) -> Any:
 
 
 async def seal_task_group(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.seal_task_group(_q(call), call.params["taskGroupId"])
+    return await groups.seal_task_group(_q(call), call.params["taskGroupId"], guard=call.authorize)
 
 
 async def cancel_task_group(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.cancel_task_group(_q(call), call.params["taskGroupId"])
+    return await groups.cancel_task_group(_q(call), call.params["taskGroupId"], guard=call.authorize)
 
 
 async def list_dependent_tasks(call: Call) -> Any:
@@ -213,8 +204,7 @@ async def quarantine_worker(call: Call) -> Any:
 
 
 async def declare_worker(call: Call) -> Any:
-    call.authorize(properties=sorted(call.body))
-    return await workers.declare_worker(_q(call), _tq(call), _worker(call), call.body)
+    return await workers.declare_worker(_q(call), _tq(call), _worker(call), call.body, guard=call.authorize)
 
 
 async def ping(call: Call) -> Any:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -23,7 +22,15 @@ import orjson
 from taskyard.artifacts.port import BlobStore
 from taskyard.model import artifacts, dates, paging
 from taskyard.model.artifacts import Artifact
-from taskyard.model.errors import InputError, InputTooLarge, ResourceExpired, ResourceNotFound, Unavailable
+from taskyard.model.errors import (
+    InputError,
+    InputTooLarge,
+    InvalidRequestArguments,
+    ResourceExpired,
+    ResourceNotFound,
+    Unavailable,
+)
+from taskyard.model.guard import Guard
 from taskyard.model.messages import task_message
 from taskyard.model.types import JSONObject
 from taskyard.queue import service
@@ -175,10 +182,18 @@ async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> Non
 
 async def latest_run_id(q: Queue, task_id: str) -> int:
     """The task's last run; 404 if the task does not exist or has no runs."""
-    rec = await service.load(q, task_id)
-    if not rec.runs:
+    async with q.storage.reader() as session:
+        return await _latest_run_id(session, task_id)
+
+
+async def _latest_run_id(session: Session, task_id: str) -> int:
+    row = await session.fetchrow("get_task", task_id)
+    if row is None:
+        raise ResourceNotFound(f"task {task_id} does not exist")
+    runs = service.record_from_row(row).runs
+    if not runs:
         raise ResourceNotFound(f"task {task_id} has no runs")
-    return len(rec.runs) - 1
+    return len(runs) - 1
 
 
 async def _get(session: Session, task_id: str, run_id: int, name: str) -> Artifact:
@@ -194,20 +209,25 @@ async def info(q: Queue, task_id: str, run_id: int, name: str) -> JSONObject:
         return (await _get(session, task_id, run_id, name)).info()
 
 
-async def follow(
-    q: Queue, task_id: str, run_id: int, name: str, authorize: Callable[[list[str]], None]
-) -> Artifact:
-    """The artifact `name` leads to through links; `authorize` sees every name on the way (AllOf)."""
+async def follow(q: Queue, task_id: str, run_id: int | None, name: str, *, guard: Guard) -> Artifact:
+    """The artifact `name` of run `run_id` (None: the latest run) leads to through links.
+
+    `guard` sees `names`, every name on the way so far (AllOf): first the one asked for, before
+    the name is checked (400) or anything is looked up (404), as TaskCluster does.
+    """
     chain = [name]
-    authorize(chain)
+    guard(names=chain)
+    artifacts.check_name(name, "URL parameter name", InvalidRequestArguments)
     async with q.storage.reader() as session:
+        if run_id is None:
+            run_id = await _latest_run_id(session, task_id)
         found = await _get(session, task_id, run_id, name)
         while found.storage_type == "link":
             target = str(found.details["artifact"])
             if target in chain or len(chain) > artifacts.MAX_LINKS:
                 raise InputError(f"artifact {name} is part of a link cycle: {' -> '.join([*chain, target])}")
-            chain.append(target)
-            authorize(chain)
+            chain = [*chain, target]  # a new list: the guard may keep what it was given
+            guard(names=chain)
             found = await _get(session, task_id, run_id, target)
     if found.expires < q.clock():
         raise ResourceExpired(f"artifact {found.name} expired at {dates.to_iso(found.expires)}")

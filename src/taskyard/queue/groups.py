@@ -6,6 +6,7 @@ from typing import Any
 
 from taskyard.model import dates, paging, runs, slugid
 from taskyard.model.errors import InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.model.messages import group_message
 from taskyard.model.runs import TaskRecord
 from taskyard.queue import service
@@ -69,10 +70,18 @@ async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> 
     return {**body, **paging.offset_page("tasks", tasks, offset, query.limit)}
 
 
-async def seal_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
-    """Seal the group so no task joins it; idempotent, and announces itself every time."""
+def _guard_group(guard: Guard, row: Row) -> None:
+    guard(schedulerId=row["scheduler_id"])
+
+
+async def seal_task_group(q: Queue, task_group_id: str, *, guard: Guard) -> dict[str, Any]:
+    """Seal the group so no task joins it; idempotent, and announces itself every time.
+
+    `guard` sees the group's schedulerId once it is loaded (404 first), as for cancel and
+    changeTaskGroupPriority.
+    """
     async with q.storage.transaction() as tx:
-        await _get(tx, task_group_id)
+        _guard_group(guard, await _get(tx, task_group_id))
         await tx.execute("seal_group", task_group_id, q.clock())
         body = group_body(await _get(tx, task_group_id))
         message = group_message("task-group-sealed", task_group_id, body["schedulerId"], _rest(body))
@@ -84,10 +93,11 @@ def _rest(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k not in ("taskGroupId", "schedulerId")}
 
 
-async def cancel_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+async def cancel_task_group(q: Queue, task_group_id: str, *, guard: Guard) -> dict[str, Any]:
     """Cancel every unresolved task of a sealed group; answers what this call cancelled."""
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
+        _guard_group(guard, row)
         size = await session.fetchval("group_size", task_group_id)
         open_ids = [
             r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
@@ -118,12 +128,15 @@ async def announce_resolved_tx(q: Queue, tx: Tx, task_group_ids: list[str]) -> N
     await service.publish_tx(q, tx, messages)
 
 
-async def change_task_group_priority(q: Queue, task_group_id: str, new_priority: str) -> dict[str, Any]:
+async def change_task_group_priority(
+    q: Queue, task_group_id: str, new_priority: str, *, guard: Guard
+) -> dict[str, Any]:
     """Give every unresolved task of the group a new priority."""
     from taskyard.queue import tasks  # tasks imports groups
 
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
+        _guard_group(guard, row)
         open_ids = [
             r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
         ]

@@ -9,6 +9,7 @@ import orjson
 
 from taskyard.model import dates, paging
 from taskyard.model.errors import InputError, InvalidRequestArguments, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
@@ -276,8 +277,10 @@ async def quarantine_worker(
 
 
 async def declare_worker(
-    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any]
+    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any], *, guard: Guard
 ) -> dict[str, Any]:
+    """Declare the worker's properties (only `expires` today); `guard` sees the property names."""
+    guard(properties=sorted(body))
     if not body:
         raise InputError("declareWorker needs at least one property to declare (expires)")
     expires = dates.parse_iso(body["expires"])
