@@ -118,22 +118,16 @@ async def get_client(call: Call) -> Any:
 
 
 async def create_client(call: Call) -> Any:
-    def authorize(scopes: Sequence[str]) -> None:
-        call.authorize(scopes=list(scopes))
-
     spec = _spec(call.body, default_scopes=())
     client, token = await clients.create_client(
-        _auth(call), call.params["clientId"], spec, authorize=authorize
+        _auth(call), call.params["clientId"], spec, guard=call.authorize
     )
     return await _client_reply(call, client, token)
 
 
 async def update_client(call: Call) -> Any:
-    def authorize(added: Sequence[str]) -> None:
-        call.authorize(scopesAdded=list(added))
-
     spec = _spec(call.body, default_scopes=None)
-    client = await clients.update_client(_auth(call), call.params["clientId"], spec, authorize=authorize)
+    client = await clients.update_client(_auth(call), call.params["clientId"], spec, guard=call.authorize)
     return await _client_reply(call, client)
 
 
@@ -189,23 +183,17 @@ async def get_role(call: Call) -> Any:
 
 
 async def create_role(call: Call) -> Any:
-    def authorize(scopes: Sequence[str]) -> None:
-        call.authorize(scopes=list(scopes))
-
     role_id, body = call.params["roleId"], call.body
     role = await roles.create_role(
-        _auth(call), role_id, body["description"], body["scopes"], authorize=authorize
+        _auth(call), role_id, body["description"], body["scopes"], guard=call.authorize
     )
     return await _role_reply(call, role)
 
 
 async def update_role(call: Call) -> Any:
-    def authorize(added: Sequence[str]) -> None:
-        call.authorize(scopesAdded=list(added))
-
     role_id, body = call.params["roleId"], call.body
     role = await roles.update_role(
-        _auth(call), role_id, body["description"], body["scopes"], authorize=authorize
+        _auth(call), role_id, body["description"], body["scopes"], guard=call.authorize
     )
     return await _role_reply(call, role)
 
