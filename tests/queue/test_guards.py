@@ -150,7 +150,7 @@ async def test_task_actions_guard_after_the_load(queue: Queue, clock: FakeClock,
             return tasks.rerun_task(queue, task_id, guard=guard)
         if action == "cancel":
             return tasks.cancel_task(queue, task_id, guard=guard)
-        return tasks.change_task_priority(queue, task_id, {"newPriority": "high"}, guard=guard)
+        return tasks.change_task_priority(queue, task_id, "high", guard=guard)
 
     unknown = Recorder()
     with pytest.raises(ResourceNotFound):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from taskyard.model import scopes
 from taskyard.model.errors import InsufficientScopes
@@ -36,7 +35,7 @@ def caller(client_id: str | None, own_scopes: Iterable[str], expand: Expand) -> 
     return Caller(client_id, tuple(expand([*own_scopes, ANONYMOUS])))
 
 
-def template_names(template: Any) -> set[str]:
+def template_names(template: object) -> set[str]:
     """Every parameter a scope template needs: `<name>`s, and the arrays and flags it iterates."""
     if isinstance(template, str):
         return set(_NAME.findall(template))
@@ -55,7 +54,7 @@ def template_names(template: Any) -> set[str]:
     return set()
 
 
-def require(who: Caller, template: Any, params: Mapping[str, object]) -> None:
+def require(who: Caller, template: scopes.Template, params: Mapping[str, object]) -> None:
     """Raise InsufficientScopes unless `who` satisfies `template` rendered with `params`."""
     if who.unchecked:
         return

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import orjson
 
@@ -24,9 +24,12 @@ from taskyard.model import dates, runs, task_definition
 from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.guard import Guard
+from taskyard.model.messages import Message
 from taskyard.model.metrics import Counters
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.signed_urls import Signer
+from taskyard.model.status import StatusAnswer
+from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
 from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx
@@ -79,7 +82,7 @@ class Queue:
         await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -105,9 +108,11 @@ def record_from_row(row: Row) -> TaskRecord:
     )
 
 
-def definition_of(rec: TaskRecord) -> dict[str, Any]:
+def definition_of(rec: TaskRecord) -> TaskDefinition:
     """The task definition as `task()` answers it (the stored definition has the current priority)."""
-    return {**rec.definition, "priority": rec.priority}
+    definition = rec.definition.copy()
+    definition["priority"] = rec.priority
+    return definition
 
 
 async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
@@ -174,7 +179,7 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
-async def publish_tx(q: Queue, tx: Tx, messages: list[Any]) -> None:
+async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:
     if messages:
         await outbox.append_tx(tx, messages)
         tx.after_commit(q.events_committed)
@@ -259,7 +264,7 @@ def set_aside(q: Queue, job: str, key: str, task_id: str, exc: BaseException) ->
     )
 
 
-def status_of(change: Change) -> dict[str, Any]:
+def status_of(change: Change) -> StatusAnswer:
     return {"status": change.record.status()}
 
 
