@@ -1,10 +1,11 @@
 """Authorization at the edge: who is calling, with which expanded scopes, and the route's check.
 
 Every caller holds `assume:anonymous` and what it expands to, on top of its own scopes. A
-route's scope template is rendered with the call's parameters and checked before its
-handler runs when the path and body give every parameter; otherwise the handler calls
-`Call.authorize()` with the values it loaded (a task's schedulerId, a group's), and the
-edge refuses to answer for a handler that did not.
+route's scope template is rendered with the call's values and checked by `require()`, which
+only `Call.authorize()` calls: before the handler when the path and the route's `scope_body`
+give every value, otherwise by the service the handler passes it to (as a `Guard`), with the
+fields of the record it loads (a task's schedulerId, a group's). The edge refuses to answer
+for a route whose scopes were never checked.
 """
 
 from __future__ import annotations
