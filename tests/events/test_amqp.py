@@ -23,6 +23,7 @@ from taskyard.events.amqp import AmqpBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import BusUnavailable, Envelope
 from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import EXCHANGES
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
@@ -109,16 +110,16 @@ async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
         for exchange in Profiles().exchanges():
             bus.subscribe(exchange, "#", local.append)
         tags = {"taskyard:routing": "graph-1.build"}
-        await tasks.create_task(queue, done, definition(clock.now, **body, tags=tags))
+        await tasks.create_task(queue, done, definition(clock.now, **body, tags=tags), guard=ALLOW_ALL)
         await claims.claim_pending(queue, f"{prov}/wt", ("wg", "w1"), 1)
         await claims.report(queue, done, 0, "completed", "completed")
-        await tasks.create_task(queue, failed, definition(clock.now, **body))
+        await tasks.create_task(queue, failed, definition(clock.now, **body), guard=ALLOW_ALL)
         await claims.claim_pending(queue, f"{prov}/wt", ("wg", "w1"), 1)
         await claims.report(queue, failed, 0, "exception", "worker-shutdown")  # retried: run 1
         await claims.claim_pending(queue, f"{prov}/wt", ("wg", "w2"), 1)
         await claims.report(queue, failed, 1, "failed", "failed")
-        await tasks.create_task(queue, canceled, definition(clock.now, **body))
-        await tasks.cancel_task(queue, canceled)
+        await tasks.create_task(queue, canceled, definition(clock.now, **body), guard=ALLOW_ALL)
+        await tasks.cancel_task(queue, canceled, guard=ALLOW_ALL)
         ids = (done, failed, canceled)
         # 3 defined, 4 pending, 3 running, 1 completed, 1 exception retried, 1 failed, 1 canceled
         await eventually(lambda: len(of_tasks(tc_all.take(), *ids)) == 14)
@@ -209,7 +210,9 @@ async def test_a_publish_whose_confirm_never_comes_keeps_its_events(
     try:
         await asyncio.wait_for(bus.wait_ready(), 30)
         task_id = new_id()
-        await tasks.create_task(queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"))
+        await tasks.create_task(
+            queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
+        )
         proxy.hold_replies()  # the broker gets the messages; its confirms never reach us
         with pytest.raises(BusUnavailable):
             await relay.relay_once()
@@ -242,14 +245,18 @@ async def test_a_broker_restart_loses_nothing(
     before, during = new_id(), new_id()
     async with relaying(queue, storage, private_rabbit.url()) as bus:
         await asyncio.wait_for(bus.wait_ready(), 30)
-        await tasks.create_task(queue, before, definition(clock.now, taskQueueId=f"{prov}/wt"))
+        await tasks.create_task(
+            queue, before, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
+        )
         await claims.claim_pending(queue, f"{prov}/wt", ("wg", "w1"), 1)
         try:
             private_rabbit.stop()
             await eventually(lambda: len(outage_lines(caplog)) == 1)
             # The queue goes on while the broker is away; its events wait in the outbox.
             await claims.report(queue, before, 0, "completed", "completed")
-            await tasks.create_task(queue, during, definition(clock.now, taskQueueId=f"{prov}/wt"))
+            await tasks.create_task(
+                queue, during, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
+            )
         finally:
             private_rabbit.start()
         await eventually(lambda: len(back_lines(caplog)) == 1)
@@ -288,7 +295,9 @@ async def test_refused_credentials_log_one_line_until_they_work(
     task_id = new_id()
     url = private_rabbit.url(user, password)
     async with relaying(queue, storage, url, min_backoff=0.05, max_backoff=0.2) as bus:
-        await tasks.create_task(queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"))
+        await tasks.create_task(
+            queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
+        )
         await eventually(lambda: bus.failed_attempts >= 5)
         (line,) = outage_lines(caplog)
         assert "refused the credentials" in line and password not in line

@@ -13,6 +13,7 @@ from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import BusUnavailable
 from taskyard.events.profiles import TC_PREFIX
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import Message
 from taskyard.queue import tasks
 from taskyard.queue.service import Queue
@@ -52,7 +53,7 @@ async def test_a_failed_publish_rolls_the_delete_back(
     bus = FlakyBus()
     relay = OutboxRelay(storage, bus)
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now))
+    await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
     with pytest.raises(BusUnavailable):
         await relay.relay_once()
     with pytest.raises(BusUnavailable):  # the same batch again: nothing was deleted
@@ -74,10 +75,10 @@ async def test_the_relay_waits_for_an_unavailable_bus_quietly(
     queue.events_committed = relay.kick
     running = asyncio.create_task(relay.run())
     try:
-        await tasks.create_task(queue, new_id(), definition(clock.now))
+        await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
         await until(lambda: bus.attempts >= 1)
         for _ in range(3):  # commits go on; the relay does not hammer the bus meanwhile
-            await tasks.create_task(queue, new_id(), definition(clock.now))
+            await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
         await asyncio.sleep(0.1)
         assert bus.attempts == 1 and caplog.records == []
         bus.come_back()

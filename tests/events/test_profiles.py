@@ -16,6 +16,7 @@ from taskyard.events.profiles import (
     parse_profiles,
 )
 from taskyard.model.errors import ConfigError
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue import claims, resolvers, tasks
 from taskyard.queue.service import Queue
@@ -59,7 +60,7 @@ async def test_both_profiles_are_published_from_one_stored_event(
     queue: Queue, clock: FakeClock, seen: Seen
 ) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, routes=["index.x"]))
+    await tasks.create_task(queue, task_id, definition(clock.now, routes=["index.x"]), guard=ALLOW_ALL)
     envelopes = await seen.collect()
     assert [e.exchange for e in envelopes] == [
         TC_PREFIX + "task-defined",
@@ -85,7 +86,7 @@ async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
 
 async def test_one_profile_alone(queue: Queue, storage: Storage, clock: FakeClock) -> None:
     only_seed = Seen(storage, Profiles(["seed"], root_url=ROOT))
-    await tasks.create_task(queue, new_id(), definition(clock.now))
+    await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
     assert short(await only_seed.collect(), SEED_PREFIX) == ["task-pending"]
 
 
@@ -94,7 +95,7 @@ async def test_seed_routing_words_follow_the_scheduler_and_group(
 ) -> None:
     task_id, group = new_id(), new_id()
     body = definition(clock.now, schedulerId="sched", taskGroupId=group, tags={ROUTING_TAG: "g7.build"})
-    await tasks.create_task(queue, task_id, body)
+    await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
     (pending,) = await seen.collect(SEED_PREFIX)
     assert pending.routing_key == f"{task_id}.0._._.test-prov.test-worker.sched.{group}.g7.build"
 
@@ -105,7 +106,9 @@ async def test_routing_words_that_would_overflow_the_key_are_left_out(
     task_id = new_id()
     long_queue = f"{'p' * 38}/{'w' * 38}"
     tags = {ROUTING_TAG: "x" * 200}
-    await tasks.create_task(queue, task_id, definition(clock.now, taskQueueId=long_queue, tags=tags))
+    await tasks.create_task(
+        queue, task_id, definition(clock.now, taskQueueId=long_queue, tags=tags), guard=ALLOW_ALL
+    )
     (pending,) = await seen.collect(SEED_PREFIX)
     assert pending.routing_key == f"{task_id}.0._._.{'p' * 38}.{'w' * 38}.-.{task_id}"
     assert "too long" in caplog.text
@@ -115,8 +118,8 @@ async def test_seed_bodies_and_keys_for_running_completed_and_failed(
     queue: Queue, clock: FakeClock, seen: Seen
 ) -> None:
     done, failed = new_id(), new_id()
-    await tasks.create_task(queue, done, definition(clock.now))
-    await tasks.create_task(queue, failed, definition(clock.now))
+    await tasks.create_task(queue, done, definition(clock.now), guard=ALLOW_ALL)
+    await tasks.create_task(queue, failed, definition(clock.now), guard=ALLOW_ALL)
     await claims.claim_pending(queue, TQ, ("wg", "w1"), 2)
     await claims.report(queue, done, 0, "completed", "completed")
     await claims.report(queue, failed, 0, "failed", "failed")
@@ -142,7 +145,7 @@ async def test_a_retried_exception_is_announced_by_the_new_runs_pending_only(
     queue: Queue, clock: FakeClock, seen: Seen
 ) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, retries=1))
+    await tasks.create_task(queue, task_id, definition(clock.now, retries=1), guard=ALLOW_ALL)
     await claims.claim_pending(queue, TQ, ("wg", "w1"), 1)
     await seen.collect()
     await claims.report(queue, task_id, 0, "exception", "worker-shutdown")
@@ -168,9 +171,9 @@ async def test_final_exceptions_go_to_task_failed(
     queue: Queue, clock: FakeClock, seen: Seen, how: str
 ) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now))
+    await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
     if how == "cancel":
-        await tasks.cancel_task(queue, task_id)
+        await tasks.cancel_task(queue, task_id, guard=ALLOW_ALL)
     elif how == "deadline":
         clock.advance(3601)
         await resolvers.resolve_deadlines(queue)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, consistency, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
@@ -20,7 +21,7 @@ async def every_state(queue: Queue, clock: FakeClock) -> dict[str, str]:
     made: dict[str, str] = {}
     for state in ("completed", "failed", "exception", "running"):
         made[state] = new_id()
-        await tasks.create_task(queue, made[state], definition(clock.now))
+        await tasks.create_task(queue, made[state], definition(clock.now), guard=ALLOW_ALL)
         [claim] = await claims.claim_pending(queue, TQ, WORKER, 1)
         assert claim["status"]["taskId"] == made[state]
         if state != "running":
@@ -28,9 +29,11 @@ async def every_state(queue: Queue, clock: FakeClock) -> dict[str, str]:
                 queue, made[state], 0, state, "malformed-payload" if state == "exception" else state
             )
     made["pending"] = new_id()
-    await tasks.create_task(queue, made["pending"], definition(clock.now))
+    await tasks.create_task(queue, made["pending"], definition(clock.now), guard=ALLOW_ALL)
     made["unscheduled"] = new_id()
-    await tasks.create_task(queue, made["unscheduled"], definition(clock.now, dependencies=[made["pending"]]))
+    await tasks.create_task(
+        queue, made["unscheduled"], definition(clock.now, dependencies=[made["pending"]]), guard=ALLOW_ALL
+    )
     return made
 
 

@@ -17,6 +17,7 @@ import pytest
 from taskyard.auth import roles
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
@@ -76,7 +77,7 @@ async def test_a_claim_work_waiting_through_a_restart_finds_work_made_meanwhile(
         await asyncio.to_thread(pg_cluster.restart)
         task_id = new_id()
         body: Any = definition(other_queue.clock())
-        await eventually(lambda: tasks.create_task(other_queue, task_id, body))
+        await eventually(lambda: tasks.create_task(other_queue, task_id, body, guard=ALLOW_ALL))
         assert not waiting.done()  # its notification went nowhere
         gate.set()
         claimed = await asyncio.wait_for(waiting, 30)  # well before its 60 s are up
@@ -105,7 +106,7 @@ async def test_auth_caches_forget_what_changed_while_notifications_were_down(
     finally:
         await admin.close()
     await until(lambda: first._listen_conn is None)  # type: ignore[attr-defined]
-    await roles.create_role(changer, "builder", "builds", ["queue:create-task:highest:*"])
+    await roles.create_role(changer, "builder", "builds", ["queue:create-task:highest:*"], guard=ALLOW_ALL)
     assert await cached.expand(["assume:builder"]) == ["assume:builder"]  # still the cached roles
     gate.set()
     for _ in range(300):

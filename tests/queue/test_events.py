@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from taskyard.model.errors import RequestConflict
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, groups, resolvers, tasks
 from taskyard.queue.service import Queue
 from tests.conftest import FakeClock, Published
@@ -18,7 +19,7 @@ async def test_lifecycle_events_have_taskclusters_keys_and_bodies(
 ) -> None:
     task_id = new_id()
     body = definition(clock.now, routes=["index.a.b", "notify.x"], tags={"kind": "test"})
-    await tasks.create_task(queue, task_id, body)
+    await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
     await claims.claim_pending(queue, TQ, ("wg", "w1"), 1)
     await claims.report(queue, task_id, 0, "completed", "completed")
     await resolvers.resolve_dependencies(queue)
@@ -63,7 +64,7 @@ async def test_deadline_exception_has_no_worker_in_key_or_body(
     queue: Queue, clock: FakeClock, published: Published
 ) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now))
+    await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
     await published.collect()
     clock.advance(3601)
     await resolvers.resolve_deadlines(queue)
@@ -74,10 +75,10 @@ async def test_deadline_exception_has_no_worker_in_key_or_body(
 
 async def test_group_events(queue: Queue, clock: FakeClock, published: Published) -> None:
     group = new_id()
-    await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group))
+    await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group), guard=ALLOW_ALL)
     await published.collect()
-    await groups.seal_task_group(queue, group)
-    await groups.change_task_group_priority(queue, group, "high")
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
+    await groups.change_task_group_priority(queue, group, "high", guard=ALLOW_ALL)
     messages = await published.collect()
     by_exchange = {m.exchange: m for m in messages}
     sealed = by_exchange["task-group-sealed"]
@@ -95,10 +96,10 @@ async def test_no_event_for_a_change_that_rolled_back(
     queue: Queue, clock: FakeClock, published: Published
 ) -> None:
     group = new_id()
-    await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group))
-    await groups.seal_task_group(queue, group)
+    await tasks.create_task(queue, new_id(), definition(clock.now, taskGroupId=group), guard=ALLOW_ALL)
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
     await published.collect()
     refused = new_id()
     with pytest.raises(RequestConflict):
-        await tasks.create_task(queue, refused, definition(clock.now, taskGroupId=group))
+        await tasks.create_task(queue, refused, definition(clock.now, taskGroupId=group), guard=ALLOW_ALL)
     assert await published.collect() == []

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, resolvers, tasks
 from taskyard.queue.service import Queue
 from tests.conftest import FakeClock, Published
@@ -18,7 +19,7 @@ WORKER = ("wg", "w1")
 
 async def create(queue: Queue, clock: FakeClock, **overrides: object) -> str:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, **overrides))
+    await tasks.create_task(queue, task_id, definition(clock.now, **overrides), guard=ALLOW_ALL)
     return task_id
 
 
@@ -49,18 +50,20 @@ async def test_create_is_idempotent_and_conflicts_on_difference(
 ) -> None:
     task_id = new_id()
     body = definition(clock.now)
-    first = await tasks.create_task(queue, task_id, body)
-    again = await tasks.create_task(queue, task_id, body)
+    first = await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
+    again = await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
     assert first == again
     assert await published.exchanges() == ["task-defined", "task-pending", "task-defined", "task-pending"]
     with pytest.raises(RequestConflict):
-        await tasks.create_task(queue, task_id, {**body, "taskQueueId": "test-prov/other"})
+        await tasks.create_task(queue, task_id, {**body, "taskQueueId": "test-prov/other"}, guard=ALLOW_ALL)
 
 
 async def test_unknown_dependency_stores_nothing(queue: Queue, clock: FakeClock) -> None:
     task_id = new_id()
     with pytest.raises(InputError, match="do not exist"):
-        await tasks.create_task(queue, task_id, definition(clock.now, dependencies=[new_id()]))
+        await tasks.create_task(
+            queue, task_id, definition(clock.now, dependencies=[new_id()]), guard=ALLOW_ALL
+        )
     with pytest.raises(ResourceNotFound):
         await tasks.status(queue, task_id)
 
@@ -160,50 +163,50 @@ async def test_cancel_pending_unscheduled_and_running(
     queue: Queue, clock: FakeClock, published: Published
 ) -> None:
     pending = await create(queue, clock)
-    status = (await tasks.cancel_task(queue, pending))["status"]
+    status = (await tasks.cancel_task(queue, pending, guard=ALLOW_ALL))["status"]
     assert status["runs"][0]["reasonCreated"] == "scheduled"
     assert status["runs"][0]["reasonResolved"] == "canceled"
     await published.collect()
-    assert (await tasks.cancel_task(queue, pending))["status"] == status
+    assert (await tasks.cancel_task(queue, pending, guard=ALLOW_ALL))["status"] == status
     assert await published.exchanges() == ["task-exception"]
 
     blocked = new_id()
-    await tasks.create_task(queue, blocked, definition(clock.now, dependencies=[blocked]))
-    run = (await tasks.cancel_task(queue, blocked))["status"]["runs"]
+    await tasks.create_task(queue, blocked, definition(clock.now, dependencies=[blocked]), guard=ALLOW_ALL)
+    run = (await tasks.cancel_task(queue, blocked, guard=ALLOW_ALL))["status"]["runs"]
     assert run == [
         {**run[0], "reasonCreated": "exception", "reasonResolved": "canceled", "state": "exception"}
     ]
 
     running = await create(queue, clock)
     await claim_one(queue)
-    await tasks.cancel_task(queue, running)
+    await tasks.cancel_task(queue, running, guard=ALLOW_ALL)
     with pytest.raises(RequestConflict):
         await claims.reclaim_task(queue, running, 0)
 
 
 async def test_concurrent_cancels_make_one_run(queue: Queue, clock: FakeClock) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, dependencies=[task_id]))
-    await asyncio.gather(*(tasks.cancel_task(queue, task_id) for _ in range(10)))
+    await tasks.create_task(queue, task_id, definition(clock.now, dependencies=[task_id]), guard=ALLOW_ALL)
+    await asyncio.gather(*(tasks.cancel_task(queue, task_id, guard=ALLOW_ALL) for _ in range(10)))
     assert len((await tasks.status(queue, task_id))["status"]["runs"]) == 1
 
 
 async def test_rerun(queue: Queue, clock: FakeClock) -> None:
     task_id = await create(queue, clock)
-    before = await tasks.rerun_task(queue, task_id)
+    before = await tasks.rerun_task(queue, task_id, guard=ALLOW_ALL)
     assert len(before["status"]["runs"]) == 1  # pending: unchanged
     await claim_one(queue)
     await claims.report(queue, task_id, 0, "completed", "completed")
-    status = (await tasks.rerun_task(queue, task_id))["status"]
+    status = (await tasks.rerun_task(queue, task_id, guard=ALLOW_ALL))["status"]
     assert status["runs"][1]["reasonCreated"] == "rerun" and status["state"] == "pending"
-    again = (await tasks.rerun_task(queue, task_id))["status"]
+    again = (await tasks.rerun_task(queue, task_id, guard=ALLOW_ALL))["status"]
     assert len(again["runs"]) == 2
 
 
 async def test_deadline_resolves_open_tasks(queue: Queue, clock: FakeClock, published: Published) -> None:
     pending = await create(queue, clock)
     blocked = new_id()
-    await tasks.create_task(queue, blocked, definition(clock.now, dependencies=[blocked]))
+    await tasks.create_task(queue, blocked, definition(clock.now, dependencies=[blocked]), guard=ALLOW_ALL)
     done = await create(queue, clock)
     claim = await claims.claim_pending(queue, TQ, WORKER, 5)
     assert {c["status"]["taskId"] for c in claim} == {pending, done}
@@ -217,7 +220,7 @@ async def test_deadline_resolves_open_tasks(queue: Queue, clock: FakeClock, publ
     assert (await tasks.status(queue, done))["status"]["state"] == "completed"
     for action in (tasks.cancel_task, tasks.rerun_task, tasks.schedule_task):
         with pytest.raises(RequestConflict, match="deadline"):
-            await action(queue, pending)
+            await action(queue, pending, guard=ALLOW_ALL)
 
 
 async def test_dependencies_all_completed_and_all_resolved(queue: Queue, clock: FakeClock) -> None:
@@ -241,8 +244,8 @@ async def test_dependencies_all_completed_and_all_resolved(queue: Queue, clock: 
 
 async def test_schedule_task_ignores_dependencies(queue: Queue, clock: FakeClock) -> None:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, dependencies=[task_id]))
-    status = (await tasks.schedule_task(queue, task_id))["status"]
+    await tasks.create_task(queue, task_id, definition(clock.now, dependencies=[task_id]), guard=ALLOW_ALL)
+    status = (await tasks.schedule_task(queue, task_id, guard=ALLOW_ALL))["status"]
     assert status["state"] == "pending"
 
 

@@ -16,6 +16,7 @@ from taskyard.model.errors import (
     RequestConflict,
     ResourceNotFound,
 )
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.signed_urls import BadSignature
 from taskyard.queue import artifacts, claims, livelogs, resolvers, tasks
 from taskyard.queue.service import Queue
@@ -36,7 +37,7 @@ def q(queue: Queue) -> Queue:
 
 async def running_task(q: Queue, clock: FakeClock) -> str:
     task_id = new_id()
-    await tasks.create_task(q, task_id, definition(clock.now))
+    await tasks.create_task(q, task_id, definition(clock.now), guard=ALLOW_ALL)
     (claim,) = await claims.claim_pending(q, TQ, ("wg", "w1"), 1)
     assert claim["status"]["taskId"] == task_id
     return task_id
@@ -78,7 +79,7 @@ async def test_first_append_creates_the_reference_artifact(
         "expires": dates.to_iso(expires),
         "contentType": "text/plain; charset=utf-8",
     }
-    found = await artifacts.follow(q, task_id, 0, NAME, lambda names: None)
+    found = await artifacts.follow(q, task_id, 0, NAME, guard=ALLOW_ALL)
     assert artifacts.content(q, found) == {"storageType": "reference", "url": answer["url"]}
     (created,) = await published.collect()
     assert created.exchange == "artifact-created"
@@ -146,7 +147,9 @@ async def test_one_name_per_run(q: Queue, clock: FakeClock) -> None:
 
 async def test_only_running_runs_take_appends(q: Queue, clock: FakeClock) -> None:
     pending = new_id()
-    await tasks.create_task(q, pending, definition(clock.now, taskQueueId="test-prov/nobody-claims"))
+    await tasks.create_task(
+        q, pending, definition(clock.now, taskQueueId="test-prov/nobody-claims"), guard=ALLOW_ALL
+    )
     with pytest.raises(RequestConflict, match="pending"):
         await append(q, pending, 0, "a")
     with pytest.raises(ResourceNotFound):

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, resolvers, service, tasks
 from taskyard.queue.service import Queue
 from tests.conftest import FakeClock, Published
@@ -25,7 +26,7 @@ SET_ASIDE = "resolver_rows_set_aside_total"
 
 async def create(queue: Queue, clock: FakeClock, **overrides: Any) -> str:
     task_id = new_id()
-    await tasks.create_task(queue, task_id, definition(clock.now, **overrides))
+    await tasks.create_task(queue, task_id, definition(clock.now, **overrides), guard=ALLOW_ALL)
     return task_id
 
 

@@ -195,7 +195,7 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             call.scope_body = route.scope_body
             if route.own_auth:
                 call.request = hawk_request(request, raw)
-            if route.scopes is not None and call.can_authorize_early():
+            if route.scopes is not None and not route.loads:
                 call.authorize()
             if route.long_poll:
                 result = await _run_watching_disconnect(request, call, route)

@@ -9,7 +9,7 @@ their signing against the server; its scopes are not role-expanded.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Literal, NotRequired, TypedDict
 
 from taskyard.api import authz
 from taskyard.api.routing import Call
@@ -48,9 +48,53 @@ TEST_AUTHENTICATE = schema.obj(
 REQUIRED_SCOPES = {"AllOf": [{"for": "scope", "in": "requiredScopes", "each": "<scope>"}]}
 
 
-async def authenticate_hawk(call: Call) -> Any:
+class HawkRequest(TypedDict):
+    """authenticateHawk's body (AUTHENTICATE_HAWK): the request another service received."""
+
+    method: str
+    resource: str
+    host: str
+    port: int
+    authorization: NotRequired[str]
+    sourceIp: NotRequired[str]
+
+
+class TestRequest(TypedDict):
+    """testAuthenticate's body (TEST_AUTHENTICATE)."""
+
+    clientScopes: list[str]
+    requiredScopes: list[str]
+
+
+class AuthFailed(TypedDict):
+    status: Literal["auth-failed"]
+    message: str
+
+
+class NoAuth(TypedDict):
+    status: Literal["no-auth"]
+    scheme: Literal["none"]
+    scopes: list[str]
+    expires: str
+
+
+class AuthSuccess(TypedDict):
+    status: Literal["auth-success"]
+    scheme: Literal["hawk"]
+    clientId: str
+    scopes: list[str]
+    expires: str
+    hash: NotRequired[str]
+
+
+class TestAnswer(TypedDict):
+    clientId: str
+    scopes: list[str]
+
+
+async def authenticate_hawk(call: Call) -> AuthFailed | NoAuth | AuthSuccess:
     """Who signed the described request: `auth-success`, `no-auth` or `auth-failed` (always 200)."""
-    body = call.body
+    body = call.body_as(HawkRequest)
     request = hawk.Request(
         method=body["method"].upper(),
         resource=body["resource"],
@@ -73,7 +117,7 @@ async def authenticate_hawk(call: Call) -> Any:
             "scopes": await auth.expand([authz.ANONYMOUS]),
             "expires": dates.to_iso(dates.now_ms() + ANONYMOUS_EXPIRY_MS),
         }
-    result = {
+    result: AuthSuccess = {
         "status": "auth-success",
         "scheme": "hawk",
         "clientId": who.client_id,
@@ -85,14 +129,15 @@ async def authenticate_hawk(call: Call) -> Any:
     return result
 
 
-async def test_authenticate(call: Call) -> Any:
+async def test_authenticate(call: Call) -> TestAnswer:
     """Authenticate as `tester` holding the body's `clientScopes`; require its `requiredScopes`."""
-    who = await _as_tester(call, call.body["clientScopes"])
-    authz.require(who, REQUIRED_SCOPES, {"requiredScopes": call.body["requiredScopes"]})
+    body = call.body_as(TestRequest)
+    who = await _as_tester(call, body["clientScopes"])
+    authz.require(who, REQUIRED_SCOPES, {"requiredScopes": body["requiredScopes"]})
     return _answer(who)
 
 
-async def test_authenticate_get(call: Call) -> Any:
+async def test_authenticate_get(call: Call) -> TestAnswer:
     """Authenticate as `tester` holding `test:*` and `auth:create-client:test:*` (bewits work too)."""
     who = await _as_tester(call, TESTER_GET_SCOPES)
     authz.require(who, "test:authenticate-get", {})
@@ -105,11 +150,12 @@ async def _as_tester(call: Call, tester_scopes: Sequence[str]) -> authz.Caller:
             return None
         return hawk.ClientSecret(TESTER, TESTER_TOKEN, tuple(tester_scopes), None, False)
 
+    assert call.request is not None, "the route declares own_auth, so the edge passes the request"
     who = await hawk.authenticate(call.request, lookup, now_ms=dates.now_ms())
     if who is None:
         return authz.caller(None, (), scopes.normalize)
     return authz.caller(who.client_id, who.unexpanded_scopes, scopes.normalize)
 
 
-def _answer(who: authz.Caller) -> dict[str, Any]:
+def _answer(who: authz.Caller) -> TestAnswer:
     return {"clientId": who.client_id or "auth-failed:no-auth", "scopes": list(who.scopes)}

@@ -1,10 +1,11 @@
 """Authorization at the edge: who is calling, with which expanded scopes, and the route's check.
 
 Every caller holds `assume:anonymous` and what it expands to, on top of its own scopes. A
-route's scope template is rendered with the call's parameters and checked before its
-handler runs when the path and body give every parameter; otherwise the handler calls
-`Call.authorize()` with the values it loaded (a task's schedulerId, a group's), and the
-edge refuses to answer for a handler that did not.
+route's scope template is rendered with the call's values and checked by `require()`, which
+only `Call.authorize()` calls: before the handler when the path and the route's `scope_body`
+give every value, otherwise by the service the handler passes it to (as a `Guard`), with the
+fields of the record it loads (a task's schedulerId, a group's). The edge refuses to answer
+for a route whose scopes were never checked.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from taskyard.model import scopes
 from taskyard.model.errors import InsufficientScopes
@@ -36,7 +36,7 @@ def caller(client_id: str | None, own_scopes: Iterable[str], expand: Expand) -> 
     return Caller(client_id, tuple(expand([*own_scopes, ANONYMOUS])))
 
 
-def template_names(template: Any) -> set[str]:
+def template_names(template: object) -> set[str]:
     """Every parameter a scope template needs: `<name>`s, and the arrays and flags it iterates."""
     if isinstance(template, str):
         return set(_NAME.findall(template))
@@ -55,7 +55,7 @@ def template_names(template: Any) -> set[str]:
     return set()
 
 
-def require(who: Caller, template: Any, params: Mapping[str, object]) -> None:
+def require(who: Caller, template: scopes.Template, params: Mapping[str, object]) -> None:
     """Raise InsufficientScopes unless `who` satisfies `template` rendered with `params`."""
     if who.unchecked:
         return

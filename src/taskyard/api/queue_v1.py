@@ -1,14 +1,22 @@
-"""The queue's routes under `<rootUrl>/api/queue/v1/`, with TaskCluster's names and scope expressions."""
+"""The queue's routes under `<rootUrl>/api/queue/v1/`, with TaskCluster's names and scope expressions.
+
+Each handler unpacks its call, calls one operation of the queue and answers what the operation
+answers, typed (queue/*.py declares the shapes). A body the route's schema checked is read as the
+TypedDict below its schema (`call.body_as`).
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
-from taskyard.api.routing import Call, Route, run_id
+from taskyard.api.routing import Body, Call, Route, run_id
 from taskyard.model import paging, schema
 from taskyard.model.runs import EXCEPTION_REASONS
-from taskyard.model.task_definition import PRIORITIES
+from taskyard.model.scopes import Template
+from taskyard.model.status import ExceptionReason, StatusAnswer, TaskStatus
+from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
 from taskyard.queue import claims, groups, inspect, tasks, workers
+from taskyard.queue.service import Queue, definition_of
 
 IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
@@ -18,6 +26,12 @@ TASK_IDS = schema.obj(
     required=["taskIds"],
     additional=False,
 )
+
+
+class TaskIds(TypedDict):
+    taskIds: list[str]
+
+
 CLAIM_WORK = schema.obj(
     {
         "workerGroup": schema.string(pattern=IDENT),
@@ -32,17 +46,74 @@ CLAIM_TASK = schema.obj(
     required=["workerGroup", "workerId"],
     additional=True,
 )
+
+
+class WorkerRequest(TypedDict):
+    """claimTask's body; claimWork's adds `tasks`."""
+
+    workerGroup: str
+    workerId: str
+
+
+class ClaimWorkRequest(WorkerRequest):
+    tasks: NotRequired[int]
+
+
 EXCEPTION = schema.obj({"reason": schema.enum(*EXCEPTION_REASONS)}, required=["reason"], additional=False)
+
+
+class ExceptionRequest(TypedDict):
+    reason: ExceptionReason
+
+
 PRIORITY = schema.obj({"newPriority": schema.enum(*PRIORITIES)}, required=["newPriority"], additional=False)
+
+
+class PriorityRequest(TypedDict):
+    newPriority: Priority
+
+
 QUARANTINE = schema.obj(
     {"quarantineUntil": schema.date_time(), "quarantineInfo": schema.string(max_length=4000)},
     required=["quarantineUntil"],
     additional=False,
-)
-DECLARE = schema.obj({"expires": schema.date_time()}, additional=False)
+)  # workers.Quarantine
+DECLARE = schema.obj({"expires": schema.date_time()}, additional=False)  # workers.Declaration
 
 
-def _q(call: Call) -> Any:
+class TaskEntry(TypedDict):
+    taskId: str
+    task: TaskDefinition
+
+
+class Tasks(TypedDict):
+    """The `tasks` call's answer."""
+
+    tasks: list[TaskEntry]
+
+
+class StatusEntry(TypedDict):
+    taskId: str
+    status: TaskStatus
+
+
+class Statuses(TypedDict):
+    statuses: list[StatusEntry]
+
+
+class Ping(TypedDict):
+    alive: bool
+    uptime: float
+
+
+class Version(TypedDict):
+    source: str
+    version: str
+    commit: str
+    build: str
+
+
+def _q(call: Call) -> Queue:
     return call.services.queue
 
 
@@ -51,209 +122,175 @@ def _tq(call: Call) -> str:
 
 
 def _worker(call: Call) -> tuple[str, str]:
-    source = call.body if "workerGroup" in (call.body or {}) else call.params
-    return source["workerGroup"], source["workerId"]
+    """The worker the call names: in its body (claimWork, claimTask), or in its path."""
+    if isinstance(call.body, dict) and "workerGroup" in call.body:
+        body = call.body_as(WorkerRequest)
+        return body["workerGroup"], body["workerId"]
+    return call.params["workerGroup"], call.params["workerId"]
 
 
 def _page(call: Call) -> paging.Query:
     return paging.parse(call.query)
 
 
-async def task(call: Call) -> Any:
+async def task(call: Call) -> TaskDefinition:
     return await tasks.task(_q(call), call.params["taskId"])
 
 
-async def status(call: Call) -> Any:
+async def status(call: Call) -> StatusAnswer:
     return await tasks.status(_q(call), call.params["taskId"])
 
 
-async def bulk_tasks(call: Call) -> Any:
-    found = await tasks.records(_q(call), call.body["taskIds"])
-    from taskyard.queue.service import definition_of
-
+async def bulk_tasks(call: Call) -> Tasks:
+    found = await tasks.records(_q(call), call.body_as(TaskIds)["taskIds"])
     return {"tasks": [{"taskId": r.task_id, "task": definition_of(r)} for r in found]}
 
 
-async def bulk_statuses(call: Call) -> Any:
-    found = await tasks.records(_q(call), call.body["taskIds"])
+async def bulk_statuses(call: Call) -> Statuses:
+    found = await tasks.records(_q(call), call.body_as(TaskIds)["taskIds"])
     return {"statuses": [{"taskId": r.task_id, "status": r.status()} for r in found]}
 
 
-async def create_task(call: Call) -> Any:
-    definition = tasks.define(_q(call), call.params["taskId"], call.body)
-    priority = definition["priority"]
-    call.authorize(
-        scopes=definition["scopes"],
-        routes=definition["routes"],
-        projectId=definition["projectId"],
-        schedulerId=definition["schedulerId"],
-        taskQueueId=definition["taskQueueId"],
-        # any scope for the task's priority or a higher one will do
-        priorities=PRIORITIES[: PRIORITIES.index(priority) + 1],
-    )
-    return await tasks.create_defined(_q(call), call.params["taskId"], definition)
+async def create_task(call: Call) -> StatusAnswer:
+    return await tasks.create_task(_q(call), call.params["taskId"], call.body, guard=call.authorize)
 
 
-async def _authorize_for_task(call: Call) -> None:
-    """Check a scope template that names the task's own fields (loaded here: 404 comes first)."""
-    rec = await tasks.require(_q(call), tasks.check_task_id(call.params["taskId"]))
-    call.authorize(
-        schedulerId=rec.scheduler_id,
-        taskGroupId=rec.task_group_id,
-        projectId=rec.project_id,
-        taskQueueId=rec.task_queue_id,
-        provisionerId=rec.definition["provisionerId"],
-        workerType=rec.definition["workerType"],
-    )
+async def schedule_task(call: Call) -> StatusAnswer:
+    return await tasks.schedule_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
-async def _authorize_for_group(call: Call) -> None:
-    group = await groups.get_task_group(_q(call), call.params["taskGroupId"])
-    call.authorize(schedulerId=group["schedulerId"])
+async def rerun_task(call: Call) -> StatusAnswer:
+    return await tasks.rerun_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
-async def schedule_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.schedule_task(_q(call), call.params["taskId"])
+async def cancel_task(call: Call) -> StatusAnswer:
+    return await tasks.cancel_task(_q(call), call.params["taskId"], guard=call.authorize)
 
 
-async def rerun_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.rerun_task(_q(call), call.params["taskId"])
+async def change_task_priority(call: Call) -> StatusAnswer:
+    priority = call.body_as(PriorityRequest)["newPriority"]
+    return await tasks.change_task_priority(_q(call), call.params["taskId"], priority, guard=call.authorize)
 
 
-async def cancel_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.cancel_task(_q(call), call.params["taskId"])
+async def change_task_group_priority(call: Call) -> groups.TaskGroupPriorityChanged:
+    group_id, priority = call.params["taskGroupId"], call.body_as(PriorityRequest)["newPriority"]
+    return await groups.change_task_group_priority(_q(call), group_id, priority, guard=call.authorize)
 
 
-async def change_task_priority(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await tasks.change_task_priority(_q(call), call.params["taskId"], call.body)
-
-
-async def change_task_group_priority(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.change_task_group_priority(
-        _q(call), call.params["taskGroupId"], call.body["newPriority"]
-    )
-
-
-async def claim_work(call: Call) -> Any:
-    count = call.body.get("tasks", 1)
+async def claim_work(call: Call) -> claims.ClaimWorkAnswer:
+    count = call.body_as(ClaimWorkRequest).get("tasks", 1)
     return {"tasks": await claims.claim_work(_q(call), _tq(call), _worker(call), count, gone=call.gone)}
 
 
-async def claim_task(call: Call) -> Any:
-    await _authorize_for_task(call)
-    return await claims.claim_task(_q(call), call.params["taskId"], run_id(call), _worker(call))
+async def claim_task(call: Call) -> claims.Claim | claims.NoClaim:
+    task_id, worker = call.params["taskId"], _worker(call)
+    return await claims.claim_task(_q(call), task_id, run_id(call), worker, guard=call.authorize)
 
 
-async def reclaim_task(call: Call) -> Any:
+async def reclaim_task(call: Call) -> claims.Reclaimed:
     return await claims.reclaim_task(_q(call), call.params["taskId"], run_id(call))
 
 
-async def report_completed(call: Call) -> Any:
+async def report_completed(call: Call) -> StatusAnswer:
     return await claims.report(_q(call), call.params["taskId"], run_id(call), "completed", "completed")
 
 
-async def report_failed(call: Call) -> Any:
+async def report_failed(call: Call) -> StatusAnswer:
     return await claims.report(_q(call), call.params["taskId"], run_id(call), "failed", "failed")
 
 
-async def report_exception(call: Call) -> Any:
-    reason = call.body["reason"]
+async def report_exception(call: Call) -> StatusAnswer:
+    reason = call.body_as(ExceptionRequest)["reason"]
     return await claims.report(_q(call), call.params["taskId"], run_id(call), "exception", reason)
 
 
-async def list_task_group(call: Call) -> Any:
+async def list_task_group(call: Call) -> groups.TaskGroupList:
     return await groups.list_task_group(_q(call), call.params["taskGroupId"], _page(call))
 
 
-async def get_task_group(call: Call) -> Any:
+async def get_task_group(call: Call) -> groups.TaskGroup:
     return await groups.get_task_group(_q(call), call.params["taskGroupId"])
 
 
-async def seal_task_group(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.seal_task_group(_q(call), call.params["taskGroupId"])
+async def seal_task_group(call: Call) -> groups.TaskGroup:
+    return await groups.seal_task_group(_q(call), call.params["taskGroupId"], guard=call.authorize)
 
 
-async def cancel_task_group(call: Call) -> Any:
-    await _authorize_for_group(call)
-    return await groups.cancel_task_group(_q(call), call.params["taskGroupId"])
+async def cancel_task_group(call: Call) -> groups.TaskGroupCancelled:
+    return await groups.cancel_task_group(_q(call), call.params["taskGroupId"], guard=call.authorize)
 
 
-async def list_dependent_tasks(call: Call) -> Any:
+async def list_dependent_tasks(call: Call) -> inspect.Dependents:
     return await inspect.list_dependents(_q(call), call.params["taskId"], _page(call))
 
 
-async def pending_tasks(call: Call) -> Any:
+async def pending_tasks(call: Call) -> inspect.PendingCount:
     return await inspect.pending_tasks(_q(call), _tq(call))
 
 
-async def task_queue_counts(call: Call) -> Any:
+async def task_queue_counts(call: Call) -> inspect.Counts:
     return await inspect.counts(_q(call), _tq(call))
 
 
-async def list_pending_tasks(call: Call) -> Any:
+async def list_pending_tasks(call: Call) -> inspect.PendingList:
     return await inspect.list_pending(_q(call), _tq(call), _page(call))
 
 
-async def list_claimed_tasks(call: Call) -> Any:
+async def list_claimed_tasks(call: Call) -> inspect.ClaimedList:
     return await inspect.list_claimed(_q(call), _tq(call), _page(call))
 
 
-async def list_task_queues(call: Call) -> Any:
+async def list_task_queues(call: Call) -> workers.TaskQueueList:
     return await workers.list_task_queues_page(_q(call), _page(call))
 
 
-async def get_task_queue(call: Call) -> Any:
+async def get_task_queue(call: Call) -> workers.TaskQueue:
     return await workers.get_task_queue(_q(call), _tq(call))
 
 
-async def list_provisioners(call: Call) -> Any:
+async def list_provisioners(call: Call) -> workers.ProvisionerList:
     return await workers.provisioners_page(_q(call), _page(call))
 
 
-async def get_provisioner(call: Call) -> Any:
+async def get_provisioner(call: Call) -> workers.Provisioner:
     return await workers.get_provisioner(_q(call), call.params["provisionerId"])
 
 
-async def list_worker_types(call: Call) -> Any:
+async def list_worker_types(call: Call) -> workers.WorkerTypeList:
     return await workers.worker_types_page(_q(call), call.params["provisionerId"], _page(call))
 
 
-async def get_worker_type(call: Call) -> Any:
+async def get_worker_type(call: Call) -> workers.WorkerType:
     return await workers.get_worker_type(_q(call), call.params["provisionerId"], call.params["workerType"])
 
 
-async def list_workers(call: Call) -> Any:
+async def list_workers(call: Call) -> workers.WorkerList:
     return await workers.list_workers(_q(call), _tq(call), _page(call), call.query.get("quarantined"))
 
 
-async def get_worker(call: Call) -> Any:
+async def get_worker(call: Call) -> workers.Worker:
     return await workers.get_worker(_q(call), _tq(call), _worker(call))
 
 
-async def quarantine_worker(call: Call) -> Any:
-    return await workers.quarantine_worker(_q(call), _tq(call), _worker(call), call.body, call.client_id)
+async def quarantine_worker(call: Call) -> workers.Worker:
+    body = call.body_as(workers.Quarantine)
+    return await workers.quarantine_worker(_q(call), _tq(call), _worker(call), body, call.client_id)
 
 
-async def declare_worker(call: Call) -> Any:
-    call.authorize(properties=sorted(call.body))
-    return await workers.declare_worker(_q(call), _tq(call), _worker(call), call.body)
+async def declare_worker(call: Call) -> workers.Worker:
+    body = call.body_as(workers.Declaration)
+    return await workers.declare_worker(_q(call), _tq(call), _worker(call), body, guard=call.authorize)
 
 
-async def ping(call: Call) -> Any:
+async def ping(call: Call) -> Ping:
     return {"alive": True, "uptime": call.services.uptime()}
 
 
-async def empty(call: Call) -> Any:
+async def empty(call: Call) -> Body:
     return {}
 
 
-async def version(call: Call) -> Any:
+async def version(call: Call) -> Version:
     from taskyard import __version__
 
     return {
@@ -264,7 +301,7 @@ async def version(call: Call) -> Any:
     }
 
 
-def _as_resolver(name: str) -> dict[str, list[Any]]:
+def _as_resolver(name: str) -> Template:
     """scheduleTask / rerunTask / cancelTask share one shape of scope expression."""
     return {
         "AnyOf": [
@@ -277,6 +314,9 @@ def _as_resolver(name: str) -> dict[str, list[Any]]:
 
 RUN = "/task/{taskId}/runs/{runId}"
 WORKER_PATH = "/provisioners/{provisionerId}/worker-types/{workerType}/workers/{workerGroup}/{workerId}"
+# createTask's values come from the task definition it validates, with its defaults filled in.
+CREATE_TASK_LOADS = ("scopes", "routes", "projectId", "schedulerId", "taskQueueId", "priorities")
+RESOLVER_LOADS = ("schedulerId", "taskGroupId", "projectId")
 CREATE_TASK_SCOPES = {
     "AllOf": [
         {"for": "scope", "in": "scopes", "each": "<scope>"},
@@ -339,6 +379,7 @@ ROUTES = [
         seal_task_group,
         "queue:seal-task-group:<schedulerId>/<taskGroupId>",
         stability="experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "POST",
@@ -347,6 +388,7 @@ ROUTES = [
         cancel_task_group,
         "queue:cancel-task-group:<schedulerId>/<taskGroupId>",
         stability="experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "POST",
@@ -356,6 +398,7 @@ ROUTES = [
         "queue:change-task-group-priority:<schedulerId>/<taskGroupId>",
         PRIORITY,
         "experimental",
+        loads=("schedulerId",),
     ),
     Route(
         "GET",
@@ -364,10 +407,31 @@ ROUTES = [
         list_dependent_tasks,
         "queue:list-dependent-tasks:<taskId>",
     ),
-    Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES),
-    Route("POST", "/task/{taskId}/schedule", "scheduleTask", schedule_task, _as_resolver("schedule-task")),
-    Route("POST", "/task/{taskId}/rerun", "rerunTask", rerun_task, _as_resolver("rerun-task")),
-    Route("POST", "/task/{taskId}/cancel", "cancelTask", cancel_task, _as_resolver("cancel-task")),
+    Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES, loads=CREATE_TASK_LOADS),
+    Route(
+        "POST",
+        "/task/{taskId}/schedule",
+        "scheduleTask",
+        schedule_task,
+        _as_resolver("schedule-task"),
+        loads=RESOLVER_LOADS,
+    ),
+    Route(
+        "POST",
+        "/task/{taskId}/rerun",
+        "rerunTask",
+        rerun_task,
+        _as_resolver("rerun-task"),
+        loads=RESOLVER_LOADS,
+    ),
+    Route(
+        "POST",
+        "/task/{taskId}/cancel",
+        "cancelTask",
+        cancel_task,
+        _as_resolver("cancel-task"),
+        loads=RESOLVER_LOADS,
+    ),
     Route(
         "POST",
         "/task/{taskId}/priority",
@@ -381,6 +445,7 @@ ROUTES = [
         },
         PRIORITY,
         "experimental",
+        loads=("taskQueueId",),
     ),
     Route(
         "POST",
@@ -406,6 +471,7 @@ ROUTES = [
         CLAIM_TASK,
         "deprecated",
         scope_body=("workerGroup", "workerId"),
+        loads=("provisionerId", "workerType"),
     ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
     Route(
@@ -532,5 +598,6 @@ ROUTES = [
         },
         DECLARE,
         "experimental",
+        loads=("properties",),
     ),
 ]

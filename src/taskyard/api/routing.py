@@ -1,22 +1,34 @@
-"""Declaring routes: method, path, name, the scope expression it requires, and its handler.
+"""Declaring routes: method, path, name, the scope template it requires, and its handler.
 
-Scope expressions are TaskCluster's: a scope string, or `{"AllOf": [...]}` / `{"AnyOf": [...]}`,
-with `<param>` placeholders filled from the path parameters and the handler's own values.
+Scope templates are TaskCluster's: a scope string, or `{"AllOf": [...]}` / `{"AnyOf": [...]}`,
+with `<param>` placeholders filled from the path parameters, the body fields the route lists in
+`scope_body`, and the values its service passes the guard (the fields it lists in `loads`).
+
+A handler takes a `Call` and answers a `Body` (a 200 JSON object: a TypedDict of the service's,
+usually), a list of them, or a `Reply`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from taskyard.api import authz
+from taskyard.auth import hawk
 from taskyard.model import schema
 from taskyard.model.errors import InvalidRequestArguments
+from taskyard.model.scopes import Template
+from taskyard.model.types import JSONValue
 
-ScopeExpression = str | dict[str, list[Any]]
+if TYPE_CHECKING:  # api/app.py builds the Services and imports this module
+    from taskyard.api.app import Services
+
+ScopeExpression = Template
+Body = Mapping[str, object]  # a JSON object: its TypedDict says which
+B = TypeVar("B", bound=Mapping[str, object])
 
 SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
 IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
@@ -43,35 +55,36 @@ class Call:
     name: str
     params: dict[str, str]
     query: dict[str, str]
-    body: Any
+    body: JSONValue  # as parsed; `body_as()` gives it the shape the route's schema checked
     caller: authz.Caller
-    services: Any
-    scopes: Any = None  # the route's scope template; None for public routes
+    services: Services
+    scopes: ScopeExpression | None = None  # the route's scope template; None for public routes
     scope_body: tuple[str, ...] = ()  # body fields the template may read (never any others)
     authorized: bool = False
     gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the client disconnects
-    request: Any = None  # the `hawk.Request`, for routes that authenticate by their own rules
+    request: hawk.Request | None = None  # for routes that authenticate by their own rules
 
     @property
     def client_id(self) -> str:
         return self.caller.client_id or "anonymous"
 
     def authorize(self, **values: object) -> None:
-        """Check the route's scope template with the path, the body and `values`; 403 if unmet."""
+        """Check the route's scope template with the path, the body and `values`; 403 if unmet.
+
+        The one check of a route's scopes, and a `Guard`: the edge calls it before the handler,
+        or the handler passes it to the service, which calls it with the record's fields.
+        """
         if self.scopes is not None:
             authz.require(self.caller, self.scopes, {**self._from_body(), **self.params, **values})
         self.authorized = True
 
-    def _from_body(self) -> dict[str, Any]:
+    def _from_body(self) -> dict[str, JSONValue]:
         body = self.body if isinstance(self.body, dict) else {}
         return {k: body[k] for k in self.scope_body if k in body}
 
-    def can_authorize_early(self) -> bool:
-        """Whether the path and the route's declared body fields give every parameter the template needs."""
-        return authz.template_names(self.scopes) <= set(self.params) | set(self._from_body())
-
-
-Handler = Callable[[Call], Awaitable[Any]]
+    def body_as(self, shape: type[B]) -> B:
+        """The body, typed as the TypedDict `shape` that the route's `input` schema has checked."""
+        return cast(B, self.body)
 
 
 @dataclass(frozen=True)
@@ -79,8 +92,12 @@ class Reply:
     """A handler's answer when it is not a plain 200 JSON body."""
 
     status: int
-    body: Any = None
+    body: Body | None = None
     headers: dict[str, str] = field(default_factory=dict)
+
+
+Answer = Body | Sequence[Body] | Reply
+Handler = Callable[[Call], Awaitable[Answer]]
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,9 @@ class Route:
     long_poll: bool = False
     scope_body: tuple[str, ...] = ()  # body fields the scope template reads, for checking before the handler
     own_auth: bool = False  # the handler authenticates the request itself (testAuthenticate)
+    # Template parameters the service supplies from the record it loads (or the input it derives),
+    # calling the guard the handler passes it. Empty: the edge checks the scopes before the handler.
+    loads: tuple[str, ...] = ()
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:

@@ -2,16 +2,17 @@
 
 Every change runs in `Auth.change()`. Creating the same client again is idempotent (same
 settings within 15 minutes: the same client and token); anything else is a 409. Clients whose
-id starts with `static/` are built in and cannot be changed. `authorize` callbacks let the API
-check the caller's scopes at the point TaskCluster does: after the input checks, and for an
-update once the client's current scopes are known.
+id starts with `static/` are built in and cannot be changed. createClient and updateClient
+take the route's `Guard` and call it where TaskCluster checks the caller's scopes: after the
+input checks, with `scopes` the new client's scopes; and for an update inside the transaction,
+once the client's current scopes are read, with `scopesAdded` the scopes it gains.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -20,17 +21,13 @@ from taskyard.auth import hawk
 from taskyard.auth.service import Auth, new_salt, scopes_from
 from taskyard.model import dates
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound, TaskyardError
+from taskyard.model.guard import Guard
 from taskyard.storage.port import Row, Session
 
 log = logging.getLogger(__name__)
 STATIC_PREFIX = "static/"
 IDEMPOTENT_WINDOW_MS = 15 * dates.MINUTE
 STATIC_EXPIRES = dates.parse_iso("3000-01-01T00:00:00.000Z")
-Authorize = Callable[[Sequence[str]], None]
-
-
-def anyone(_scopes: Sequence[str]) -> None:
-    """No scope check: for callers that are the deployment itself (tests, set-up)."""
 
 
 @dataclass(frozen=True)
@@ -149,17 +146,16 @@ async def _require(session: Session, client_id: str) -> Client:
 # Changes.
 
 
-async def create_client(
-    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = anyone
-) -> tuple[Client, str]:
+async def create_client(auth: Auth, client_id: str, spec: ClientSpec, *, guard: Guard) -> tuple[Client, str]:
     """Create the client; answer it with its access token, the only time the token is shown.
 
     Idempotent: the same settings again within 15 minutes answer the same client and token.
+    `guard` gets `scopes`, which the caller must hold.
     """
     _check_changeable(client_id)
     scopes = spec.scopes or ()
     check_scopes(scopes)
-    authorize(scopes)
+    guard(scopes=list(scopes))
     now = auth.clock()
     async with auth.change() as tx:
         inserted = await tx.execute(
@@ -194,19 +190,17 @@ def _same(client: Client, spec: ClientSpec, scopes: Sequence[str], now: int) -> 
     )
 
 
-async def update_client(
-    auth: Auth, client_id: str, spec: ClientSpec, *, authorize: Authorize = anyone
-) -> Client:
+async def update_client(auth: Auth, client_id: str, spec: ClientSpec, *, guard: Guard) -> Client:
     """Change the client's description, expiry and (unless `spec.scopes` is None) scopes; 404 if absent.
 
-    `authorize` gets the scopes being added, which the caller must hold.
+    `guard` gets `scopesAdded`, the scopes being added, which the caller must hold.
     """
     _check_changeable(client_id)
     check_scopes(spec.scopes or ())
     async with auth.change() as tx:
         current = await _require(tx, client_id)
         scopes = current.scopes if spec.scopes is None else spec.scopes
-        authorize([s for s in scopes if s not in current.scopes])
+        guard(scopesAdded=[s for s in scopes if s not in current.scopes])
         await tx.execute(
             "update_client",
             client_id,

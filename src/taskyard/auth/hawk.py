@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict
 
 from taskyard.auth.nonces import Replayed, SeenRequests, TooOld
 from taskyard.model import slugid
@@ -621,6 +621,12 @@ def create_certificate(
     return cert
 
 
+class TemporaryCredentials(TypedDict):
+    clientId: str
+    accessToken: str
+    certificate: str  # the certificate as a JSON string
+
+
 def temporary_credentials(  # positional as the queue calls it: the one exception to keyword-only
     issuer_client_id: str,
     issuer_access_token: str,
@@ -630,7 +636,7 @@ def temporary_credentials(  # positional as the queue calls it: the one exceptio
     client_id: str | None = None,
     *,
     seed: str | None = None,
-) -> dict[str, str]:
+) -> TemporaryCredentials:
     """`{clientId, accessToken, certificate}` (certificate as a JSON string), as TaskCluster issues them.
 
     Named when `client_id` is given. `seed` (44 characters) is random unless given, for tests.

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 
 import orjson
 
-from taskyard.auth.clients import Authorize, anyone, check_scopes
+from taskyard.auth.clients import check_scopes
 from taskyard.auth.service import Auth, scopes_from
 from taskyard.model import roles, scopes
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.storage.port import Row, Session
 
 
@@ -75,14 +76,15 @@ async def _all(session: Session) -> list[RoleRecord]:
 
 
 async def create_role(
-    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = anyone
+    auth: Auth, role_id: str, description: str, given: Sequence[str], *, guard: Guard
 ) -> RoleRecord:
     """Create the role; 400 if it would make a dependency cycle, 409 if a different one has the id.
 
-    Idempotent: the same description and scopes again answer the existing role.
+    Idempotent: the same description and scopes again answer the existing role. `guard` gets
+    `scopes`, the role's scopes, which the caller must hold.
     """
     _check_input(role_id, given)
-    authorize(given)
+    guard(scopes=list(given))
     wanted = sort_scopes(given)
     async with auth.change() as tx:
         current = await _all(tx)
@@ -100,11 +102,11 @@ async def create_role(
 
 
 async def update_role(
-    auth: Auth, role_id: str, description: str, given: Sequence[str], *, authorize: Authorize = anyone
+    auth: Auth, role_id: str, description: str, given: Sequence[str], *, guard: Guard
 ) -> RoleRecord:
     """Replace the role's description and scopes; 404 if it does not exist, 400 on a cycle.
 
-    `authorize` gets the scopes being added: those the role's former expansion did not satisfy.
+    `guard` gets `scopesAdded`: the scopes the role's former expansion did not satisfy.
     """
     _check_input(role_id, given)
     wanted = sort_scopes(given)
@@ -114,7 +116,7 @@ async def update_role(
         if existing is None:
             raise ResourceNotFound(f"role {role_id!r} does not exist")
         former = _role_set(current).expand(existing.scopes)
-        authorize([s for s in wanted if not scopes.satisfies_all(former, [s])])
+        guard(scopesAdded=[s for s in wanted if not scopes.satisfies_all(former, [s])])
         others = [r for r in current if r.role_id != role_id]
         _validate([*others, RoleRecord(role_id, description, wanted, 0, 0)], role_id)
         await tx.execute("update_role", role_id, description, orjson.dumps(wanted).decode(), auth.clock())

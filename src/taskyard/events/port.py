@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from taskyard.model.messages import Message
-from taskyard.model.types import JSONObject
+from taskyard.model.types import LooseJSON
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Envelope:
 
     exchange: str
     routing_key: str
-    body: JSONObject
+    body: LooseJSON
     cc: list[str] = field(default_factory=list)
 
 

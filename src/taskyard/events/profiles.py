@@ -30,7 +30,7 @@ from taskyard.events.port import Envelope
 from taskyard.model.errors import ConfigError
 from taskyard.model.messages import EXCHANGES, Message
 from taskyard.model.runs import MAX_RUNS, RETRY_REASONS
-from taskyard.model.types import JSONObject
+from taskyard.model.types import LooseJSON
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class Profiles:
         status = source["status"]
         run_id = source.get("runId")
         worker = (source["workerGroup"], source["workerId"]) if "workerGroup" in source else None
-        body: JSONObject = {"version": SEED_VERSION, "status": status}
+        body: LooseJSON = {"version": SEED_VERSION, "status": status}
         fields = _SEED_FIELDS[target]
         if "run_id" in fields and run_id is not None:
             body["run_id"] = run_id
@@ -136,7 +136,7 @@ def _tc(message: Message) -> list[Envelope]:
 
 
 def seed_routing_key(
-    status: JSONObject, run_id: int | None, worker: tuple[str, str] | None, tags: JSONObject
+    status: LooseJSON, run_id: int | None, worker: tuple[str, str] | None, tags: LooseJSON
 ) -> str:
     """`<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>[.<words>]`
 
@@ -165,7 +165,7 @@ def seed_routing_key(
     return longer
 
 
-def final_exception(body: JSONObject) -> bool:
+def final_exception(body: LooseJSON) -> bool:
     """Whether a task-exception leaves its task resolved for good: no new run retries it."""
     status = body["status"]
     runs = status["runs"]

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Literal, NotRequired, TypedDict, cast
 
 from taskyard.model import dates, digits, schema
 from taskyard.model.errors import InputError, InsufficientScopes, RequestConflict
-from taskyard.model.types import JSONObject, Millis
+from taskyard.model.status import RunStatus
+from taskyard.model.types import JSONObject, LooseJSON, Millis
 
-STORAGE_TYPES = ("s3", "reference", "link", "error")
+StorageType = Literal["s3", "reference", "link", "error"]
+STORAGE_TYPES: tuple[StorageType, ...] = ("s3", "reference", "link", "error")
 ERROR_REASONS = (
     "file-missing-on-worker",
     "invalid-resource-on-worker",
@@ -80,12 +82,22 @@ REQUEST = schema.obj(
 )
 
 
+class ArtifactInfo(TypedDict):
+    """An artifact as listArtifacts and artifactInfo answer it."""
+
+    storageType: StorageType
+    name: str
+    expires: str
+    contentType: str
+    contentLength: NotRequired[float]  # a whole number, as the client wrote it (5 or 5.0)
+
+
 @dataclass(frozen=True)
 class Artifact:
     task_id: str
     run_id: int
     name: str
-    storage_type: str
+    storage_type: StorageType
     content_type: str
     expires: Millis
     details: JSONObject
@@ -108,16 +120,17 @@ class Artifact:
         """The Content-Encoding createArtifact declared, or UNDECLARED for none or identity."""
         return str(self.details.get("contentEncoding", UNDECLARED))
 
-    def info(self) -> JSONObject:
+    def info(self) -> ArtifactInfo:
         """The artifact as listArtifacts and artifactInfo answer it."""
-        found: JSONObject = {
+        found: ArtifactInfo = {
             "storageType": self.storage_type,
             "name": self.name,
             "expires": dates.to_iso(self.expires),
             "contentType": self.content_type,
         }
-        if "contentLength" in self.details:
-            found["contentLength"] = self.details["contentLength"]
+        length = self.details.get("contentLength")
+        if isinstance(length, int | float):  # the number from_request stored, if the body had one
+            found["contentLength"] = length
         return found
 
 
@@ -130,10 +143,11 @@ def check_name(name: str, field: str = "artifact name", error: type[InputError] 
     return name
 
 
-def from_request(task_id: str, run_id: int, name: str, body: Any, now: Millis) -> Artifact:
+def from_request(task_id: str, run_id: int, name: str, request: object, now: Millis) -> Artifact:
     """The artifact a createArtifact body describes; 400 if the body breaks its type's rules."""
-    schema.validate(REQUEST, body)
-    kind = body["storageType"]
+    schema.validate(REQUEST, request)
+    body = cast(LooseJSON, request)  # the schemas check every field read below
+    kind: StorageType = body["storageType"]
     schema.validate(BODIES[kind], body)
     expires = schema.to_millis(body["expires"])
     if expires < now - EXPIRES_SLACK_MS:
@@ -163,7 +177,7 @@ def check_expires(artifact: Artifact, task_expires: Millis) -> None:
         )
 
 
-def accepts_artifacts(run: JSONObject, now: Millis) -> bool:
+def accepts_artifacts(run: RunStatus, now: Millis) -> bool:
     """Whether a claimed run may take artifacts now: while running, and for a while after an exception."""
     if run["state"] == "running":
         return True
@@ -171,7 +185,7 @@ def accepts_artifacts(run: JSONObject, now: Millis) -> bool:
     return resolved is not None and now <= dates.parse_iso(resolved) + EXCEPTION_WINDOW_MS
 
 
-def check_run_accepts(run: JSONObject | None, now: Millis) -> None:
+def check_run_accepts(run: RunStatus | None, now: Millis) -> None:
     """400 if the run does not exist or was never claimed; 409 unless it may take artifacts now."""
     if run is None:
         raise InputError("the run does not exist")
@@ -225,7 +239,7 @@ def encoding_of_header(value: str | None) -> str:
     return (value or "").strip().lower() or IDENTITY
 
 
-def check_upload(found: Artifact | None, token: str, run: JSONObject | None, now: Millis) -> None:
+def check_upload(found: Artifact | None, token: str, run: RunStatus | None, now: Millis) -> None:
     """UploadRefused unless `token` opens `found`'s upload and its run still takes artifacts."""
     if found is None or found.storage_type != "s3":
         raise UploadRefused("the artifact this upload URL was made for does not exist")

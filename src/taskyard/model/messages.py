@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from taskyard.model.types import JSONObject
+from taskyard.model.status import TaskStatus
+from taskyard.model.task_definition import TaskDefinition
+from taskyard.model.types import LooseJSON
 
 EXCHANGES = (
     "task-defined",
@@ -27,11 +30,11 @@ class Message:
 
     exchange: str
     routing_key: str
-    body: JSONObject
+    body: LooseJSON
     cc: list[str] = field(default_factory=list)
 
 
-def task_routing_key(status: JSONObject, run_id: int | None, worker: tuple[str, str] | None) -> str:
+def task_routing_key(status: TaskStatus, run_id: int | None, worker: tuple[str, str] | None) -> str:
     """`primary.<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>._`"""
     worker_group, worker_id = worker if worker else ("_", "_")
     parts = [
@@ -55,15 +58,15 @@ def group_routing_key(task_group_id: str, scheduler_id: str) -> str:
 
 def task_message(
     exchange: str,
-    status: JSONObject,
-    definition: JSONObject,
+    status: TaskStatus,
+    definition: TaskDefinition,
     *,
     run_id: int | None = None,
     worker: tuple[str, str] | None = None,
-    extra: JSONObject | None = None,
+    extra: Mapping[str, object] | None = None,
 ) -> Message:
     """A task event; CC'd to `route.<r>` for each of the task's routes."""
-    body: JSONObject = {"status": status}
+    body: LooseJSON = {"status": status}
     if run_id is not None:
         body["runId"] = run_id
     if worker is not None:
@@ -75,6 +78,8 @@ def task_message(
     return Message(exchange, key, body, [f"route.{r}" for r in definition.get("routes", [])])
 
 
-def group_message(exchange: str, task_group_id: str, scheduler_id: str, body: JSONObject) -> Message:
+def group_message(
+    exchange: str, task_group_id: str, scheduler_id: str, body: Mapping[str, object]
+) -> Message:
     full = {"taskGroupId": task_group_id, "schedulerId": scheduler_id, **body, "version": 1}
     return Message(exchange, group_routing_key(task_group_id, scheduler_id), full)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
@@ -19,6 +20,13 @@ from taskyard.model.errors import InputError, InvalidRequestArguments
 
 MAX_LIMIT = 1000
 LIMIT_DIGITS = 9
+
+
+class Page(TypedDict):
+    """What every list answer has: a token when there is more. Each list's TypedDict adds its items,
+    and is built as `{"items": shown, **paging.more(token)}`."""
+
+    continuationToken: NotRequired[str]
 
 
 @dataclass(frozen=True)
@@ -40,13 +48,14 @@ def parse(params: dict[str, str], *, max_limit: int = MAX_LIMIT) -> Query:
     return Query(limit, token)
 
 
-def encode(value: Any) -> str:
+def encode(value: object) -> str:
     return base64.urlsafe_b64encode(orjson.dumps(value)).decode().rstrip("=")
 
 
-def decode(token: str) -> Any:
+def decode(token: str) -> object:
     try:
-        return orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        value: object = orjson.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        return value
     except (binascii.Error, ValueError, orjson.JSONDecodeError):
         raise InputError("continuationToken is not one this server handed out") from None
 
@@ -59,7 +68,7 @@ def _bad_token() -> InputError:
     return InputError("continuationToken is not one this server handed out")
 
 
-def _sane(value: Any) -> bool:
+def _sane(value: object) -> bool:
     if type(value) is int:
         return 0 <= value <= MAX_TOKEN_INT or value == -1
     if type(value) is str:
@@ -77,15 +86,22 @@ def offset(query: Query) -> int:
     return found
 
 
-def offset_page(key: str, items: list[Any], start: int, limit: int) -> dict[str, Any]:
-    """`{key: items[:limit]}` plus a token when the query found one row more than the limit."""
-    page: dict[str, Any] = {key: items[:limit]}
-    if len(items) > limit:
-        page["continuationToken"] = encode({"o": start + limit})
-    return page
+def offset_token(items: Sized, start: int, limit: int) -> str | None:
+    """The next page's token when the query found one row more than the limit (None: no more)."""
+    return encode({"o": start + limit}) if len(items) > limit else None
 
 
-def after(query: Query, width: int, default: list[Any]) -> list[Any]:
+def keyset_token(items: Sized, last_key: list[object] | None, limit: int) -> str | None:
+    """The next page's token, holding the key of the last row shown (None: no more)."""
+    return encode({"k": last_key}) if len(items) > limit and last_key is not None else None
+
+
+def more(token: str | None) -> Page:
+    """The continuationToken part of a list answer: empty on the last page."""
+    return {} if token is None else {"continuationToken": token}
+
+
+def after(query: Query, width: int, default: list[object]) -> list[object]:
     """The last key seen, from a keyset token, or `default` to start at the beginning."""
     if query.token is None:
         return default
@@ -96,10 +112,3 @@ def after(query: Query, width: int, default: list[Any]) -> list[Any]:
     if any(type(k) is not type(d) or not _sane(k) for k, d in zip(key, default, strict=True)):
         raise _bad_token()
     return key
-
-
-def keyset_page(key: str, items: list[Any], last_key: list[Any] | None, limit: int) -> dict[str, Any]:
-    page: dict[str, Any] = {key: items[:limit]}
-    if len(items) > limit and last_key is not None:
-        page["continuationToken"] = encode({"k": last_key})
-    return page

@@ -17,23 +17,31 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import get_args
 
 from taskyard.model import dates
 from taskyard.model.errors import InputError, RequestConflict
 from taskyard.model.messages import Message, task_message
-from taskyard.model.types import JSONObject, Millis
-
-RESOLVED = ("completed", "failed", "exception")
-EXCEPTION_REASONS = (
-    "worker-shutdown",
-    "malformed-payload",
-    "resource-unavailable",
-    "internal-error",
-    "intermittent-task",
+from taskyard.model.status import (
+    ExceptionReason,
+    ReasonCreated,
+    ReasonResolved,
+    ResolvedState,
+    RunStatus,
+    TaskState,
+    TaskStatus,
 )
+from taskyard.model.task_definition import Priority, Requires, TaskDefinition
+from taskyard.model.types import Millis
+
+RESOLVED: tuple[ResolvedState, ...] = get_args(ResolvedState)
+EXCEPTION_REASONS: tuple[ExceptionReason, ...] = get_args(ExceptionReason)
 # Exception reasons that give the task another run while it has retries left.
-RETRY_REASONS = {"worker-shutdown": "retry", "claim-expired": "retry", "intermittent-task": "task-retry"}
+RETRY_REASONS: dict[ReasonResolved, ReasonCreated] = {
+    "worker-shutdown": "retry",
+    "claim-expired": "retry",
+    "intermittent-task": "task-retry",
+}
 MAX_RUNS = 50
 
 
@@ -46,24 +54,24 @@ class TaskRecord:
     scheduler_id: str
     project_id: str
     task_queue_id: str
-    priority: str
-    requires: str
+    priority: Priority
+    requires: Requires
     retries_left: int
     created: Millis
     deadline: Millis
     expires: Millis
-    definition: JSONObject
-    runs: list[JSONObject] = field(default_factory=list)
+    definition: TaskDefinition
+    runs: list[RunStatus] = field(default_factory=list)
     taken_until: Millis | None = None
     claimed_at: Millis | None = None
     ever_resolved: bool = False
     version: int = 0
 
     @property
-    def state(self) -> str:
-        return str(self.runs[-1]["state"]) if self.runs else "unscheduled"
+    def state(self) -> TaskState:
+        return self.runs[-1]["state"] if self.runs else "unscheduled"
 
-    def status(self) -> JSONObject:
+    def status(self) -> TaskStatus:
         """The task status structure TaskCluster answers."""
         d = self.definition
         return {
@@ -92,7 +100,7 @@ class Change:
     changed: bool = True  # False: an idempotent repeat; only the messages are sent again
     enqueue_run: int | None = None  # a run that became pending: add it to the claim index
     dequeue: bool = False  # drop any pending-index row of the task
-    resolution: str | None = None  # a final resolution the dependency resolver must see
+    resolution: ResolvedState | None = None  # a final resolution the dependency resolver must see
     priority_changed: bool = False  # the claim index must learn the new priority
 
 
@@ -100,13 +108,13 @@ def _fork(rec: TaskRecord) -> TaskRecord:
     return replace(rec, runs=copy.deepcopy(rec.runs), definition=rec.definition)
 
 
-def _message(rec: TaskRecord, exchange: str, run: JSONObject | None, **extra: Any) -> Message:
+def _message(rec: TaskRecord, exchange: str, run: RunStatus | None, **extra: object) -> Message:
     worker = (run["workerGroup"], run["workerId"]) if run is not None and "workerGroup" in run else None
-    run_id = None if run is None else int(run["runId"])
+    run_id = None if run is None else run["runId"]
     return task_message(exchange, rec.status(), rec.definition, run_id=run_id, worker=worker, extra=extra)
 
 
-def _latest(rec: TaskRecord, run_id: int) -> JSONObject:
+def _latest(rec: TaskRecord, run_id: int) -> RunStatus:
     if run_id >= len(rec.runs):
         raise RequestConflict(f"run {run_id} of task {rec.task_id} does not exist")
     if run_id != len(rec.runs) - 1:
@@ -116,8 +124,8 @@ def _latest(rec: TaskRecord, run_id: int) -> JSONObject:
     return rec.runs[run_id]
 
 
-def _add_pending_run(rec: TaskRecord, reason: str, now: Millis) -> Change:
-    run: JSONObject = {
+def _add_pending_run(rec: TaskRecord, reason: ReasonCreated, now: Millis) -> Change:
+    run: RunStatus = {
         "runId": len(rec.runs),
         "state": "pending",
         "reasonCreated": reason,
@@ -126,7 +134,7 @@ def _add_pending_run(rec: TaskRecord, reason: str, now: Millis) -> Change:
     rec.runs.append(run)
     rec.taken_until = rec.claimed_at = None
     rec.version += 1
-    return Change(rec, [_message(rec, "task-pending", run)], enqueue_run=int(run["runId"]))
+    return Change(rec, [_message(rec, "task-pending", run)], enqueue_run=run["runId"])
 
 
 def pending_message(rec: TaskRecord) -> Message:
@@ -134,7 +142,7 @@ def pending_message(rec: TaskRecord) -> Message:
     return _message(rec, "task-pending", rec.runs[-1])
 
 
-def schedule(rec: TaskRecord, now: Millis, reason: str = "scheduled") -> Change:
+def schedule(rec: TaskRecord, now: Millis, reason: ReasonCreated = "scheduled") -> Change:
     """Give a task with no runs its first, pending run. A task with runs is left as it is."""
     if rec.runs:
         return Change(rec, changed=False)
@@ -150,8 +158,9 @@ def claim(rec: TaskRecord, run_id: int, worker: tuple[str, str], now: Millis, ta
         raise RequestConflict(f"run {run_id} of task {rec.task_id} is {run['state']}, not pending")
     new = _fork(rec)
     run = new.runs[run_id]
-    run.update(state="running", workerGroup=worker[0], workerId=worker[1])
-    run.update(takenUntil=dates.to_iso(taken_until), started=dates.to_iso(now))
+    run["state"] = "running"
+    run["workerGroup"], run["workerId"] = worker
+    run["takenUntil"], run["started"] = dates.to_iso(taken_until), dates.to_iso(now)
     new.taken_until, new.claimed_at = taken_until, now
     new.version += 1
     message = _message(new, "task-running", run, takenUntil=run["takenUntil"])
@@ -172,7 +181,9 @@ def reclaim(rec: TaskRecord, run_id: int, taken_until: Millis) -> Change:
     return Change(new)
 
 
-def resolve(rec: TaskRecord, run_id: int, state: str, reason: str, now: Millis) -> Change:
+def resolve(
+    rec: TaskRecord, run_id: int, state: ResolvedState, reason: ReasonResolved, now: Millis
+) -> Change:
     """Resolve a running run completed, failed or exception(reason); retry when the reason allows.
 
     Repeating the same resolution is accepted and re-sends its messages; a different one conflicts.
@@ -187,16 +198,15 @@ def resolve(rec: TaskRecord, run_id: int, state: str, reason: str, now: Millis) 
         raise RequestConflict(_not_running(rec, run_id, state, reason))
     new = _fork(rec)
     run = new.runs[run_id]
-    run.update(state=state, reasonResolved=reason, resolved=dates.to_iso(now))
+    run["state"], run["reasonResolved"], run["resolved"] = state, reason, dates.to_iso(now)
     new.taken_until = new.claimed_at = None
-    exchange = f"task-{state}" if state != "exception" else "task-exception"
-    return _after_resolution(new, run, exchange, now, retry_reason=RETRY_REASONS.get(reason))
+    return _after_resolution(new, run, state, now, retry_reason=RETRY_REASONS.get(reason))
 
 
-def _not_running(rec: TaskRecord, run_id: int, state: str, reason: str) -> str:
+def _not_running(rec: TaskRecord, run_id: int, state: ResolvedState, reason: ReasonResolved) -> str:
     run = rec.runs[run_id]
     if run["state"] in RESOLVED:
-        how = run["state"] + (f" ({run['reasonResolved']})" if run["state"] == "exception" else "")
+        how = run["state"] + (f" ({run.get('reasonResolved')})" if run["state"] == "exception" else "")
         asked = state + (f" ({reason})" if state == "exception" else "")
         return f"run {run_id} of task {rec.task_id} is already resolved {how}; cannot resolve it {asked}"
     return f"run {run_id} of task {rec.task_id} is {run['state']}, not running: it cannot be resolved"
@@ -219,8 +229,10 @@ def _repeat_resolution(rec: TaskRecord, run_id: int) -> Change:
 
 
 def _after_resolution(
-    rec: TaskRecord, run: JSONObject, exchange: str, now: Millis, *, retry_reason: str | None
+    rec: TaskRecord, run: RunStatus, state: ResolvedState, now: Millis, *, retry_reason: ReasonCreated | None
 ) -> Change:
+    """The run was just resolved `state`: announce it, and add a retry run if the reason gives one."""
+    exchange = f"task-{state}"
     rec.version += 1
     if retry_reason is not None and rec.retries_left > 0 and len(rec.runs) < MAX_RUNS:
         resolved_message = _message(rec, exchange, run)
@@ -229,10 +241,10 @@ def _after_resolution(
         change.messages.insert(0, resolved_message)
         return change
     rec.ever_resolved = True
-    return Change(rec, [_message(rec, exchange, run)], resolution=str(run["state"]))
+    return Change(rec, [_message(rec, exchange, run)], resolution=state)
 
 
-def cancel(rec: TaskRecord, now: Millis, reason: str = "canceled") -> Change:
+def cancel(rec: TaskRecord, now: Millis, reason: ReasonResolved = "canceled") -> Change:
     """Resolve the task exception(`reason`: canceled or deadline-exceeded). Never retries.
 
     A task with no runs gets a run 0 created `exception`. A resolved task is left alone; if its
@@ -240,18 +252,26 @@ def cancel(rec: TaskRecord, now: Millis, reason: str = "canceled") -> Change:
     """
     new = _fork(rec)
     if not new.runs:
-        new.runs.append({"runId": 0, "state": "exception", "reasonCreated": "exception"})
-        new.runs[0].update(reasonResolved=reason, scheduled=dates.to_iso(now), resolved=dates.to_iso(now))
-        return _after_resolution(new, new.runs[0], "task-exception", now, retry_reason=None)
+        at = dates.to_iso(now)
+        first: RunStatus = {
+            "runId": 0,
+            "state": "exception",
+            "reasonCreated": "exception",
+            "reasonResolved": reason,
+            "scheduled": at,
+            "resolved": at,
+        }
+        new.runs.append(first)
+        return _after_resolution(new, first, "exception", now, retry_reason=None)
     run = new.runs[-1]
     if run["state"] in RESOLVED:
         if run["state"] == "exception" and run.get("reasonResolved") == reason:
             return Change(rec, [_message(rec, "task-exception", rec.runs[-1])], changed=False)
         return Change(rec, changed=False)
     was_pending = run["state"] == "pending"
-    run.update(state="exception", reasonResolved=reason, resolved=dates.to_iso(now))
+    run["state"], run["reasonResolved"], run["resolved"] = "exception", reason, dates.to_iso(now)
     new.taken_until = new.claimed_at = None
-    change = _after_resolution(new, run, "task-exception", now, retry_reason=None)
+    change = _after_resolution(new, run, "exception", now, retry_reason=None)
     change.dequeue = was_pending
     return change
 
@@ -268,13 +288,14 @@ def rerun(rec: TaskRecord, now: Millis) -> Change:
     if len(rec.runs) >= MAX_RUNS:
         raise RequestConflict(f"task {rec.task_id} already has {MAX_RUNS} runs, the most a task may have")
     new = _fork(rec)
-    new.retries_left = min(int(new.definition["retries"]), MAX_RUNS - 2 - (len(new.runs) - 1))
+    new.retries_left = min(new.definition["retries"], MAX_RUNS - 2 - (len(new.runs) - 1))
     new.ever_resolved = False
     return _add_pending_run(new, "rerun", now)
 
 
-def check_exception_reason(reason: object) -> str:
+def check_exception_reason(reason: object) -> ExceptionReason:
     """The reasons a worker may give reportException."""
-    if reason not in EXCEPTION_REASONS:
-        raise InputError(f"reason must be one of: {', '.join(EXCEPTION_REASONS)} (got {reason!r})")
-    return str(reason)
+    for known in EXCEPTION_REASONS:
+        if reason == known:
+            return known
+    raise InputError(f"reason must be one of: {', '.join(EXCEPTION_REASONS)} (got {reason!r})")

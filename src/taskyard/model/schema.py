@@ -18,10 +18,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import NoReturn, TypeGuard
 
 from taskyard.model import dates, errors
-from taskyard.model.types import JSON, Millis
+from taskyard.model.types import Millis
 
 _ARTICLED = {
     "null": "null",
@@ -43,12 +43,12 @@ _DATE_TIME = re.compile(
 class Schema:
     """A rule for one JSON value."""
 
-    def check(self, value: JSON, path: str) -> None:
+    def check(self, value: object, path: str) -> None:
         """Raise InputValidationError naming `path` if `value` breaks the rule."""
         raise NotImplementedError
 
 
-def validate(schema: Schema, value: JSON, *, where: str = "body") -> None:
+def validate(schema: Schema, value: object, *, where: str = "body") -> None:
     """Check `value` against `schema`; the error message starts with the field's path, like `body.a.b`."""
     try:
         schema.check(value, where)
@@ -76,7 +76,7 @@ def boolean() -> Schema:
     return _Boolean()
 
 
-def enum(*values: JSON) -> Schema:
+def enum(*values: object) -> Schema:
     """One of the given values (compared as JSON: `true` is not `1`)."""
     return _Enum(values)
 
@@ -133,8 +133,9 @@ class _String(Schema):
     min_length: int | None
     max_length: int | None
 
-    def check(self, value: JSON, path: str) -> None:
-        _expect_type(value, path, "string")
+    def check(self, value: object, path: str) -> None:
+        if not isinstance(value, str):
+            _fail(path, _wrong_type("string", value))
         if self.min_length is not None and len(value) < self.min_length:
             _fail(path, f"must be at least {_count(self.min_length, 'character')}; it has {len(value)}")
         if self.max_length is not None and len(value) > self.max_length:
@@ -148,7 +149,7 @@ class _Integer(Schema):
     minimum: int | None
     maximum: int | None
 
-    def check(self, value: JSON, path: str) -> None:
+    def check(self, value: object, path: str) -> None:
         if not _is_integer(value):
             _fail(path, _wrong_type("integer", value))
         if self.minimum is not None and value < self.minimum:
@@ -159,15 +160,16 @@ class _Integer(Schema):
 
 @dataclass(frozen=True)
 class _Boolean(Schema):
-    def check(self, value: JSON, path: str) -> None:
-        _expect_type(value, path, "boolean")
+    def check(self, value: object, path: str) -> None:
+        if not isinstance(value, bool):
+            _fail(path, _wrong_type("boolean", value))
 
 
 @dataclass(frozen=True)
 class _Enum(Schema):
-    values: tuple[JSON, ...]
+    values: tuple[object, ...]
 
-    def check(self, value: JSON, path: str) -> None:
+    def check(self, value: object, path: str) -> None:
         key = _freeze(value)
         if not any(_freeze(allowed) == key for allowed in self.values):
             _fail(path, "must be one of: " + ", ".join(_show(v) for v in self.values))
@@ -180,8 +182,9 @@ class _Array(Schema):
     max_items: int | None
     unique: bool
 
-    def check(self, value: JSON, path: str) -> None:
-        _expect_type(value, path, "array")
+    def check(self, value: object, path: str) -> None:
+        if not isinstance(value, list):
+            _fail(path, _wrong_type("array", value))
         if self.min_items is not None and len(value) < self.min_items:
             _fail(path, f"must have at least {_count(self.min_items, 'item')}; it has {len(value)}")
         if self.max_items is not None and len(value) > self.max_items:
@@ -201,8 +204,9 @@ class _Object(Schema):
     required: tuple[str, ...]
     additional: bool | Schema
 
-    def check(self, value: JSON, path: str) -> None:
-        _expect_type(value, path, "object")
+    def check(self, value: object, path: str) -> None:
+        if not isinstance(value, dict):
+            _fail(path, _wrong_type("object", value))
         if not all(isinstance(key, str) for key in value):
             _fail(path, "must have only string keys")
         extra = sorted(key for key in value if key not in self.properties)
@@ -222,8 +226,9 @@ class _Object(Schema):
 
 @dataclass(frozen=True)
 class _DateTime(Schema):
-    def check(self, value: JSON, path: str) -> None:
-        _expect_type(value, path, "string")
+    def check(self, value: object, path: str) -> None:
+        if not isinstance(value, str):
+            _fail(path, _wrong_type("string", value))
         try:
             to_millis(value)
         except dates.OutOfRange:
@@ -253,7 +258,7 @@ class InvalidFields(errors.InputValidationError):
 MAX_PROBLEMS = 50
 
 
-def _attempt(problems: list[str], rule: Schema, value: JSON, path: str) -> None:
+def _attempt(problems: list[str], rule: Schema, value: object, path: str) -> None:
     """Check `value`, adding what is wrong with it to `problems` instead of raising."""
     try:
         rule.check(value, path)
@@ -270,7 +275,7 @@ def _raise_any(path: str, problems: list[str]) -> None:
         raise InvalidFields(path, problems)
 
 
-def _json_type(value: JSON) -> str:
+def _json_type(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -288,17 +293,12 @@ def _json_type(value: JSON) -> str:
     return type(value).__name__
 
 
-def _expect_type(value: JSON, path: str, expected: str) -> None:
-    if _json_type(value) != expected:
-        _fail(path, _wrong_type(expected, value))
-
-
-def _wrong_type(expected: str, value: JSON) -> str:
+def _wrong_type(expected: str, value: object) -> str:
     actual = _json_type(value)
     return f"must be {_ARTICLED[expected]}, not {_ARTICLED.get(actual, actual)}"
 
 
-def _is_integer(value: JSON) -> bool:
+def _is_integer(value: object) -> TypeGuard[int | float]:
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -326,11 +326,11 @@ def _count(n: int, unit: str) -> str:
     return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
 
 
-def _show(value: JSON) -> str:
+def _show(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _check_unique(items: list[JSON], path: str) -> None:
+def _check_unique(items: list[object], path: str) -> None:
     seen: dict[object, int] = {}
     for index, item in enumerate(items):
         first = seen.setdefault(_freeze(item), index)
@@ -338,7 +338,7 @@ def _check_unique(items: list[JSON], path: str) -> None:
             _fail(path, f"must not contain duplicates; items {first} and {index} are equal")
 
 
-def _freeze(value: JSON) -> object:
+def _freeze(value: object) -> object:
     """A hashable key equal for equal JSON values (so `true` differs from `1`, but `1` equals `1.0`)."""
     if isinstance(value, bool) or value is None:
         return ("const", value)

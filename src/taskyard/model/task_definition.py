@@ -8,13 +8,15 @@ idempotency, so every date is written as `YYYY-MM-DDTHH:MM:SS.mmmZ` and every de
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Literal, TypedDict, cast
 
 from taskyard.model import dates, errors, schema, slugid
-from taskyard.model.types import JSONObject, Millis
+from taskyard.model.types import JSONObject, LooseJSON, Millis
 
-PRIORITIES = ["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
-REQUIRES = ["all-completed", "all-resolved"]
+Priority = Literal["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
+Requires = Literal["all-completed", "all-resolved"]
+PRIORITIES: list[Priority] = ["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
+REQUIRES: list[Requires] = ["all-completed", "all-resolved"]
 MAX_DEPENDENCIES = 10000
 CLOCK_SKEW = 15 * dates.MINUTE  # how far `created` may stray from now, and the grace on the deadline
 
@@ -87,6 +89,37 @@ KEYS = (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+class TaskMetadata(TypedDict):
+    name: str
+    description: str
+    owner: str
+    source: str
+
+
+class TaskDefinition(TypedDict):
+    """A task definition as stored and answered: every key of KEYS, defaults filled."""
+
+    provisionerId: str
+    workerType: str
+    taskQueueId: str
+    schedulerId: str
+    projectId: str
+    taskGroupId: str
+    dependencies: list[str]
+    requires: Requires
+    routes: list[str]
+    priority: Priority
+    retries: int
+    created: str
+    deadline: str
+    expires: str
+    scopes: list[str]
+    payload: JSONObject
+    metadata: TaskMetadata
+    tags: dict[str, str]
+    extra: JSONObject
+
+
 def priority_rank(name: str) -> int:
     """7 for `highest` down to 1 for `lowest`: bigger is claimed first."""
     if name not in PRIORITIES:
@@ -94,12 +127,12 @@ def priority_rank(name: str) -> int:
     return len(PRIORITIES) - PRIORITIES.index(name)
 
 
-def validate(task_id: str, body: object, *, now: Millis, max_deadline_days: int = 5) -> JSONObject:
+def validate(task_id: str, body: object, *, now: Millis, max_deadline_days: int = 5) -> TaskDefinition:
     """Check a createTask body and return the full, normalised definition to store."""
     schema.validate(REQUEST, body)
-    request = cast(JSONObject, body)
+    request = cast(LooseJSON, body)  # the schema has checked every field read below
     task_queue_id = _task_queue_id(request)
-    full = cast(JSONObject, with_defaults(task_id, request))
+    full = cast(LooseJSON, with_defaults(task_id, request))
     created = schema.to_millis(full["created"])
     deadline = schema.to_millis(full["deadline"])
     # From the request, not `full`: the default is computed here without a round trip through text.
@@ -116,7 +149,7 @@ def validate(task_id: str, body: object, *, now: Millis, max_deadline_days: int 
         expires=dates.to_iso(expires),
         retries=int(full["retries"]),  # JSON Schema counts 5.0 as an integer; store 5
     )
-    return {key: full[key] for key in KEYS}
+    return cast(TaskDefinition, {key: full[key] for key in KEYS})
 
 
 def with_defaults(task_id: str, body: object) -> object:
@@ -149,7 +182,7 @@ def _defaults(task_id: str) -> JSONObject:
     }
 
 
-def _task_queue_id(request: JSONObject) -> str:
+def _task_queue_id(request: LooseJSON) -> str:
     """The task queue, from `taskQueueId` or the deprecated `provisionerId` + `workerType`."""
     given: str | None = request.get("taskQueueId")
     provisioner_id: str | None = request.get("provisionerId")
@@ -218,7 +251,7 @@ def _check_dates(
         )
 
 
-def _check_scopes(scopes: list[Any]) -> None:
+def _check_scopes(scopes: list[str]) -> None:
     for index, scope in enumerate(scopes):
         if scope.endswith("**"):
             raise errors.InputError(

@@ -14,18 +14,25 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
 from taskyard.artifacts.port import BlobStore
 from taskyard.model import artifacts, dates, paging
-from taskyard.model.artifacts import Artifact
-from taskyard.model.errors import InputError, InputTooLarge, ResourceExpired, ResourceNotFound, Unavailable
+from taskyard.model.artifacts import Artifact, ArtifactInfo, StorageType
+from taskyard.model.errors import (
+    InputError,
+    InputTooLarge,
+    InvalidRequestArguments,
+    ResourceExpired,
+    ResourceNotFound,
+    Unavailable,
+)
+from taskyard.model.guard import Guard
 from taskyard.model.messages import task_message
-from taskyard.model.types import JSONObject
+from taskyard.model.status import RunStatus
 from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Session, Tx
@@ -34,6 +41,28 @@ log = logging.getLogger(__name__)
 SWEEP_BATCH = 500
 UPLOAD_TOKEN_BYTES = 18
 EXPIRY_GRACE_MS = 30 * 60 * 1000
+
+
+class Created(TypedDict):
+    """createArtifact's answer: s3 artifacts add where and until when to upload."""
+
+    storageType: StorageType
+    contentType: NotRequired[str]
+    expires: NotRequired[str]
+    putUrl: NotRequired[str]
+
+
+class Content(TypedDict):
+    """Where an artifact's content is: a URL, or for an error artifact its reason and message."""
+
+    storageType: StorageType
+    url: NotRequired[str]
+    reason: NotRequired[str]
+    message: NotRequired[str]
+
+
+class ArtifactList(paging.Page):
+    artifacts: list[ArtifactInfo]
 
 
 def blobs(q: Queue) -> BlobStore:
@@ -57,7 +86,7 @@ def _from_row(row: Row) -> Artifact:
     )
 
 
-async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: Any) -> JSONObject:
+async def create_artifact(q: Queue, task_id: str, run_id: int, name: str, body: object) -> Created:
     """Create or re-create an artifact (idempotent for an identical body); 400/409: docs/protocol.md."""
     artifacts.check_name(name)
     new = artifacts.from_request(task_id, run_id, name, body, q.clock())
@@ -105,13 +134,13 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
     return stored
 
 
-def _announced(a: Artifact) -> JSONObject:
+def _announced(a: Artifact) -> ArtifactInfo:
     info = a.info()
     info.pop("contentLength", None)
     return info
 
 
-def _created(q: Queue, a: Artifact) -> JSONObject:
+def _created(q: Queue, a: Artifact) -> Created:
     if a.storage_type != "s3":
         return {"storageType": a.storage_type}
     store = blobs(q)
@@ -159,7 +188,7 @@ async def record_upload(q: Queue, task_id: str, run_id: int, name: str, token: s
             raise artifacts.UploadRefused(f"another upload of artifact {name} was recorded first")
 
 
-def _run(task: Row | None, run_id: int) -> JSONObject | None:
+def _run(task: Row | None, run_id: int) -> RunStatus | None:
     runs = [] if task is None else service.record_from_row(task).runs
     return runs[run_id] if run_id < len(runs) else None
 
@@ -175,10 +204,18 @@ async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> Non
 
 async def latest_run_id(q: Queue, task_id: str) -> int:
     """The task's last run; 404 if the task does not exist or has no runs."""
-    rec = await service.load(q, task_id)
-    if not rec.runs:
+    async with q.storage.reader() as session:
+        return await _latest_run_id(session, task_id)
+
+
+async def _latest_run_id(session: Session, task_id: str) -> int:
+    row = await session.fetchrow("get_task", task_id)
+    if row is None:
+        raise ResourceNotFound(f"task {task_id} does not exist")
+    runs = service.record_from_row(row).runs
+    if not runs:
         raise ResourceNotFound(f"task {task_id} has no runs")
-    return len(rec.runs) - 1
+    return len(runs) - 1
 
 
 async def _get(session: Session, task_id: str, run_id: int, name: str) -> Artifact:
@@ -188,43 +225,52 @@ async def _get(session: Session, task_id: str, run_id: int, name: str) -> Artifa
     return _from_row(row)
 
 
-async def info(q: Queue, task_id: str, run_id: int, name: str) -> JSONObject:
+async def info(q: Queue, task_id: str, run_id: int, name: str) -> ArtifactInfo:
     """artifactInfo: the artifact itself, links not followed."""
     async with q.storage.reader() as session:
         return (await _get(session, task_id, run_id, name)).info()
 
 
-async def follow(
-    q: Queue, task_id: str, run_id: int, name: str, authorize: Callable[[list[str]], None]
-) -> Artifact:
-    """The artifact `name` leads to through links; `authorize` sees every name on the way (AllOf)."""
+async def follow(q: Queue, task_id: str, run_id: int | None, name: str, *, guard: Guard) -> Artifact:
+    """The artifact `name` of run `run_id` (None: the latest run) leads to through links.
+
+    `guard` sees `names`, every name on the way so far (AllOf): first the one asked for, before
+    the name is checked (400) or anything is looked up (404), as TaskCluster does.
+    """
     chain = [name]
-    authorize(chain)
+    guard(names=chain)
+    artifacts.check_name(name, "URL parameter name", InvalidRequestArguments)
     async with q.storage.reader() as session:
+        if run_id is None:
+            run_id = await _latest_run_id(session, task_id)
         found = await _get(session, task_id, run_id, name)
         while found.storage_type == "link":
             target = str(found.details["artifact"])
             if target in chain or len(chain) > artifacts.MAX_LINKS:
                 raise InputError(f"artifact {name} is part of a link cycle: {' -> '.join([*chain, target])}")
-            chain.append(target)
-            authorize(chain)
+            chain = [*chain, target]  # a new list: the guard may keep what it was given
+            guard(names=chain)
             found = await _get(session, task_id, run_id, target)
     if found.expires < q.clock():
         raise ResourceExpired(f"artifact {found.name} expired at {dates.to_iso(found.expires)}")
     return found
 
 
-def content(q: Queue, a: Artifact) -> JSONObject:
+def content(q: Queue, a: Artifact) -> Content:
     """Where the artifact's content is: `{storageType, url}`, or the error's reason and message."""
     if a.storage_type == "error":
-        return {"storageType": "error", "reason": a.details["reason"], "message": a.details["message"]}
+        return {
+            "storageType": "error",
+            "reason": str(a.details["reason"]),
+            "message": str(a.details["message"]),
+        }
     if a.storage_type == "reference":
-        return {"storageType": "reference", "url": a.details["url"]}
+        return {"storageType": "reference", "url": str(a.details["url"])}
     url = blobs(q).get_url(a.blob_key, q.clock() + artifacts.GET_URL_TTL_MS)
     return {"storageType": "s3", "url": url}
 
 
-async def list_artifacts(q: Queue, task_id: str, run_id: int | None, page: paging.Query) -> JSONObject:
+async def list_artifacts(q: Queue, task_id: str, run_id: int | None, page: paging.Query) -> ArtifactList:
     """One page of the run's artifacts by name (the latest run when `run_id` is None)."""
     rec = await service.load(q, task_id)
     last = len(rec.runs) - 1
@@ -235,8 +281,9 @@ async def list_artifacts(q: Queue, task_id: str, run_id: int | None, page: pagin
     async with q.storage.reader() as session:
         rows = await session.fetch("list_artifacts", task_id, run_id, after, page.limit + 1)
     found = [_from_row(r) for r in rows]
-    last_key = [found[page.limit - 1].name] if len(found) > page.limit else None
-    return paging.keyset_page("artifacts", [a.info() for a in found], last_key, page.limit)
+    last_key: list[object] | None = [found[page.limit - 1].name] if len(found) > page.limit else None
+    infos = [a.info() for a in found[: page.limit]]
+    return {"artifacts": infos, **paging.more(paging.keyset_token(found, last_key, page.limit))}
 
 
 async def sweep_expired(q: Queue) -> int:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
+from typing import TypedDict
 
 from taskyard.auth import hawk
 from taskyard.model import runs
 from taskyard.model.errors import RequestConflict, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.model.runs import Change, TaskRecord
+from taskyard.model.status import ReasonResolved, ResolvedState, StatusAnswer, TaskStatus
+from taskyard.model.task_definition import TaskDefinition
 from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
@@ -18,7 +21,34 @@ from taskyard.storage.port import Row, Tx, run_in_transaction
 MAX_TASKS_PER_CLAIM = 32
 
 
-def credentials(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str], taken_until: int) -> Any:
+class Reclaimed(TypedDict):
+    """What reclaimTask answers: the run's new claim and credentials."""
+
+    status: TaskStatus
+    runId: int
+    workerGroup: str
+    workerId: str
+    takenUntil: str
+    credentials: hawk.TemporaryCredentials
+
+
+class Claim(Reclaimed):
+    """One claimed run, as claimWork lists them and claimTask answers it: a reclaim, plus the task."""
+
+    task: TaskDefinition
+
+
+class ClaimWorkAnswer(TypedDict):
+    tasks: list[Claim]
+
+
+class NoClaim(TypedDict):
+    """What claimTask answers a quarantined worker: `{}`."""
+
+
+def credentials(
+    q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str], taken_until: int
+) -> hawk.TemporaryCredentials:
     """Temporary credentials for one run, valid until `taken_until` (docs/protocol.md, Task credentials)."""
     issuer_id, issuer_token = q.credentials_issuer
     scopes = [
@@ -34,12 +64,12 @@ def credentials(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str],
     )
 
 
-def _claim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
+def _claim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> Claim:
     """What claimWork and claimTask answer: the reclaim answer plus the task definition."""
     return {**_reclaim_body(q, rec, run_id, worker), "task": service.definition_of(rec)}
 
 
-def _reclaim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
+def _reclaim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str]) -> Reclaimed:
     taken_until = rec.taken_until or q.clock()
     return {
         "status": rec.status(),
@@ -53,7 +83,7 @@ def _reclaim_body(q: Queue, rec: TaskRecord, run_id: int, worker: tuple[str, str
 
 async def claim_work(
     q: Queue, task_queue_id: str, worker: tuple[str, str], count: int, *, gone: asyncio.Event | None = None
-) -> list[dict[str, Any]]:
+) -> list[Claim]:
     """Claim up to `count` pending tasks, waiting up to the long-poll timeout for the first.
 
     Wakes on the task-pending signal, never by sleeping in a loop. A quarantined worker is
@@ -80,9 +110,7 @@ async def claim_work(
     return []
 
 
-async def claim_pending(
-    q: Queue, task_queue_id: str, worker: tuple[str, str], count: int
-) -> list[dict[str, Any]]:
+async def claim_pending(q: Queue, task_queue_id: str, worker: tuple[str, str], count: int) -> list[Claim]:
     """One attempt: take up to `count` runs from the claim index and claim them, in one transaction.
 
     Raises `workers.Quarantined` for a quarantined worker.
@@ -99,7 +127,7 @@ async def _claim_pending_tx(
     now = q.clock()
     taken_until = now + q.config.claim_timeout * 1000
     known = await tx.fetchrow("get_worker", task_queue_id, *worker)
-    if known is not None and (known["quarantine_until"] or 0) > now:
+    if workers.is_quarantined(known, now):
         raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
     rows = await tx.fetch("lock_pending", task_queue_id, count, now)
     claimed: list[TaskRecord] = []
@@ -127,27 +155,36 @@ async def _claim_one_tx(
     return change.record
 
 
-async def claim_task(q: Queue, task_id: str, run_id: int, worker: tuple[str, str]) -> dict[str, Any]:
-    """Claim one named run (deprecated protocol). The same worker again gets its claim back."""
-    check_task_id(task_id)
-    current = await service.load(q, task_id)
-    if await workers.quarantined(q, current.task_queue_id, worker):
-        return {}
+async def claim_task(
+    q: Queue, task_id: str, run_id: int, worker: tuple[str, str], *, guard: Guard
+) -> Claim | NoClaim:
+    """Claim one named run (deprecated protocol). The same worker again gets its claim back.
 
-    def step(rec: TaskRecord) -> Change:
+    One transaction reads the task (404), lets `guard` check its provisionerId and workerType
+    (403), answers `{}` to a quarantined worker, claims the run and records the worker as seen.
+    """
+    check_task_id(task_id)
+
+    async def attempt(tx: Tx) -> TaskRecord | None:
+        rec = await service.load_for_update_tx(tx, task_id)
+        service.guard_task(guard, rec)
+        known = await tx.fetchrow("get_worker", rec.task_queue_id, *worker)
+        if workers.is_quarantined(known, q.clock()):
+            return None
         if rec.deadline <= q.clock():
             raise RequestConflict(f"task {task_id} is past its deadline and cannot be claimed")
         _check_run(rec, run_id)
         taken_until = q.clock() + q.config.claim_timeout * 1000
-        return runs.claim(rec, run_id, worker, q.clock(), taken_until)
+        change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
+        await service.apply_tx(q, tx, change, old_version=rec.version)
+        if change.changed:
+            await workers.seen_tx(q, tx, rec.task_queue_id, worker, [(task_id, run_id)], known)
+        return change.record
 
-    change = await service.transition(q, task_id, step)
-    if change.changed:
-        task_queue_id = change.record.task_queue_id
-        async with q.storage.transaction() as tx:
-            row = await tx.fetchrow("get_worker", task_queue_id, *worker)
-            await workers.seen_tx(q, tx, task_queue_id, worker, [(task_id, run_id)], row)
-    return _claim_body(q, change.record, run_id, worker)
+    claimed = await service.retrying(q, task_id, attempt)
+    if claimed is None:
+        return {}
+    return _claim_body(q, claimed, run_id, worker)
 
 
 def _check_run(rec: TaskRecord, run_id: int) -> None:
@@ -155,7 +192,7 @@ def _check_run(rec: TaskRecord, run_id: int) -> None:
         raise ResourceNotFound(f"task {rec.task_id} has no run {run_id}")
 
 
-async def reclaim_task(q: Queue, task_id: str, run_id: int) -> dict[str, Any]:
+async def reclaim_task(q: Queue, task_id: str, run_id: int) -> Reclaimed:
     """Extend the claim; answers fresh credentials. 409 means: stop working on this run."""
     check_task_id(task_id)
 
@@ -171,7 +208,9 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> dict[str, Any]:
     return _reclaim_body(q, rec, run_id, worker)
 
 
-async def report(q: Queue, task_id: str, run_id: int, state: str, reason: str) -> dict[str, Any]:
+async def report(
+    q: Queue, task_id: str, run_id: int, state: ResolvedState, reason: ReasonResolved
+) -> StatusAnswer:
     """Resolve a run completed, failed or exception(reason). Repeats are idempotent."""
     check_task_id(task_id)
 

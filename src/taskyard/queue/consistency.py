@@ -24,14 +24,12 @@ database survived what was done to it.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from taskyard.model import dates
 from taskyard.model.messages import EXCHANGES
 from taskyard.model.runs import RESOLVED
-from taskyard.model.types import Millis
+from taskyard.model.types import LooseJSON, Millis
 from taskyard.storage.port import Row, Session, Storage
 
 GROUP_EXCHANGES = ("task-group-resolved", "task-group-sealed", "task-group-priority-changed")
@@ -49,12 +47,12 @@ async def problems(storage: Storage, *, now: Millis | None = None) -> list[str]:
     return found
 
 
-def _runs(row: Row) -> list[dict[str, Any]]:
+def _runs(row: Row) -> list[LooseJSON]:
     runs = orjson.loads(row["runs"])
     return runs if isinstance(runs, list) else []
 
 
-def _state(runs: list[dict[str, Any]]) -> str:
+def _state(runs: list[LooseJSON]) -> str:
     """What the runs say the task's state is: the truth the columns must agree with."""
     return str(runs[-1].get("state")) if runs else "unscheduled"
 

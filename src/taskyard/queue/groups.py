@@ -2,15 +2,53 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from taskyard.model import dates, paging, runs, slugid
 from taskyard.model.errors import InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.model.messages import group_message
 from taskyard.model.runs import TaskRecord
+from taskyard.model.status import TaskStatus
+from taskyard.model.task_definition import Priority, TaskDefinition
 from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Session, Tx
+
+
+class TaskGroup(TypedDict):
+    """getTaskGroup and sealTaskGroup's answer; `sealed` once the group is sealed."""
+
+    taskGroupId: str
+    schedulerId: str
+    expires: str
+    sealed: NotRequired[str]
+
+
+class TaskAndStatus(TypedDict):
+    """A task as listTaskGroup and listDependentTasks list it."""
+
+    status: TaskStatus
+    task: TaskDefinition
+
+
+class TaskGroupList(TaskGroup, paging.Page):
+    tasks: list[TaskAndStatus]
+
+
+class TaskGroupCancelled(TypedDict):
+    taskGroupId: str
+    taskGroupSize: int
+    cancelledCount: int
+    taskIds: list[str]
+
+
+class TaskGroupPriorityChanged(TypedDict):
+    taskGroupId: str
+    schedulerId: str
+    newPriority: Priority
+    tasksAffected: int
+    taskIds: list[str]
 
 
 def check_group_id(task_group_id: str) -> str:
@@ -19,8 +57,8 @@ def check_group_id(task_group_id: str) -> str:
     return task_group_id
 
 
-def group_body(row: Row) -> dict[str, Any]:
-    body = {
+def group_body(row: Row) -> TaskGroup:
+    body: TaskGroup = {
         "taskGroupId": row["task_group_id"],
         "schedulerId": row["scheduler_id"],
         "expires": dates.to_iso(row["expires"]),
@@ -53,26 +91,42 @@ async def _get(session: Session, task_group_id: str) -> Row:
     return row
 
 
-async def get_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+async def get_task_group(q: Queue, task_group_id: str) -> TaskGroup:
     async with q.storage.reader() as session:
         return group_body(await _get(session, task_group_id))
 
 
-async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> dict[str, Any]:
+async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> TaskGroupList:
     async with q.storage.reader() as session:
         body = group_body(await _get(session, task_group_id))
         offset = paging.offset(query)
         rows = await session.fetch("list_group_tasks", task_group_id, offset, query.limit + 1)
-    tasks = [
+    tasks = tasks_and_statuses(rows)
+    return {
+        **body,
+        "tasks": tasks[: query.limit],
+        **paging.more(paging.offset_token(tasks, offset, query.limit)),
+    }
+
+
+def tasks_and_statuses(rows: list[Row]) -> list[TaskAndStatus]:
+    return [
         {"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)
     ]
-    return {**body, **paging.offset_page("tasks", tasks, offset, query.limit)}
 
 
-async def seal_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
-    """Seal the group so no task joins it; idempotent, and announces itself every time."""
+def _guard_group(guard: Guard, row: Row) -> None:
+    guard(schedulerId=row["scheduler_id"])
+
+
+async def seal_task_group(q: Queue, task_group_id: str, *, guard: Guard) -> TaskGroup:
+    """Seal the group so no task joins it; idempotent, and announces itself every time.
+
+    `guard` sees the group's schedulerId once it is loaded (404 first), as for cancel and
+    changeTaskGroupPriority.
+    """
     async with q.storage.transaction() as tx:
-        await _get(tx, task_group_id)
+        _guard_group(guard, await _get(tx, task_group_id))
         await tx.execute("seal_group", task_group_id, q.clock())
         body = group_body(await _get(tx, task_group_id))
         message = group_message("task-group-sealed", task_group_id, body["schedulerId"], _rest(body))
@@ -80,14 +134,15 @@ async def seal_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
     return body
 
 
-def _rest(body: dict[str, Any]) -> dict[str, Any]:
+def _rest(body: TaskGroup) -> dict[str, object]:
     return {k: v for k, v in body.items() if k not in ("taskGroupId", "schedulerId")}
 
 
-async def cancel_task_group(q: Queue, task_group_id: str) -> dict[str, Any]:
+async def cancel_task_group(q: Queue, task_group_id: str, *, guard: Guard) -> TaskGroupCancelled:
     """Cancel every unresolved task of a sealed group; answers what this call cancelled."""
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
+        _guard_group(guard, row)
         size = await session.fetchval("group_size", task_group_id)
         open_ids = [
             r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
@@ -118,12 +173,15 @@ async def announce_resolved_tx(q: Queue, tx: Tx, task_group_ids: list[str]) -> N
     await service.publish_tx(q, tx, messages)
 
 
-async def change_task_group_priority(q: Queue, task_group_id: str, new_priority: str) -> dict[str, Any]:
+async def change_task_group_priority(
+    q: Queue, task_group_id: str, new_priority: Priority, *, guard: Guard
+) -> TaskGroupPriorityChanged:
     """Give every unresolved task of the group a new priority."""
     from taskyard.queue import tasks  # tasks imports groups
 
     async with q.storage.reader() as session:
         row = await _get(session, task_group_id)
+        _guard_group(guard, row)
         open_ids = [
             r["task_id"] for r in await session.fetch("group_open_task_ids", task_group_id, q.clock())
         ]
@@ -142,4 +200,10 @@ async def change_task_group_priority(q: Queue, task_group_id: str, new_priority:
     async with q.storage.transaction() as tx:
         message = group_message("task-group-priority-changed", task_group_id, row["scheduler_id"], body)
         await service.publish_tx(q, tx, [message])
-    return {"taskGroupId": task_group_id, "schedulerId": row["scheduler_id"], **body, "taskIds": affected}
+    return {
+        "taskGroupId": task_group_id,
+        "schedulerId": row["scheduler_id"],
+        "newPriority": new_priority,
+        "tasksAffected": len(affected),
+        "taskIds": affected,
+    }

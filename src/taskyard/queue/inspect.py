@@ -2,17 +2,62 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 import orjson
 
 from taskyard.model import dates, paging
-from taskyard.queue import service, workers
+from taskyard.model.task_definition import TaskDefinition
+from taskyard.queue import groups, service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
 
 
-async def counts(q: Queue, task_queue_id: str) -> dict[str, Any]:
+class PendingCount(TypedDict):
+    """pendingTasks's answer."""
+
+    provisionerId: str
+    workerType: str
+    taskQueueId: str
+    pendingTasks: int
+
+
+class Counts(PendingCount):
+    """taskQueueCounts's answer."""
+
+    claimedTasks: int
+
+
+class PendingTask(TypedDict):
+    taskId: str
+    runId: int
+    task: TaskDefinition
+    inserted: str
+
+
+class PendingList(paging.Page):
+    tasks: list[PendingTask]
+
+
+class ClaimedTask(TypedDict):
+    taskId: str
+    runId: int
+    workerGroup: str
+    workerId: str
+    claimed: str
+    task: TaskDefinition
+
+
+class ClaimedList(paging.Page):
+    tasks: list[ClaimedTask]
+
+
+class Dependents(paging.Page):
+    taskId: str
+    tasks: list[groups.TaskAndStatus]
+
+
+async def counts(q: Queue, task_queue_id: str) -> Counts:
     workers.check_task_queue_id(task_queue_id)
     async with q.storage.reader() as session:
         pending = await session.fetchval("count_pending", task_queue_id)
@@ -27,19 +72,23 @@ async def counts(q: Queue, task_queue_id: str) -> dict[str, Any]:
     }
 
 
-async def pending_tasks(q: Queue, task_queue_id: str) -> dict[str, Any]:
+async def pending_tasks(q: Queue, task_queue_id: str) -> PendingCount:
     body = await counts(q, task_queue_id)
-    del body["claimedTasks"]
-    return body
+    return {
+        "provisionerId": body["provisionerId"],
+        "workerType": body["workerType"],
+        "taskQueueId": body["taskQueueId"],
+        "pendingTasks": body["pendingTasks"],
+    }
 
 
-async def list_pending(q: Queue, task_queue_id: str, query: paging.Query) -> dict[str, Any]:
+async def list_pending(q: Queue, task_queue_id: str, query: paging.Query) -> PendingList:
     """Pending runs in the order they were queued."""
     workers.check_task_queue_id(task_queue_id)
     inserted, task_id = paging.after(query, 2, [-1, ""])
     async with q.storage.reader() as session:
         rows = await session.fetch("list_pending", task_queue_id, inserted, task_id, query.limit + 1)
-    tasks = [
+    tasks: list[PendingTask] = [
         {
             "taskId": r["task_id"],
             "runId": r["run_id"],
@@ -48,21 +97,21 @@ async def list_pending(q: Queue, task_queue_id: str, query: paging.Query) -> dic
         }
         for r in rows
     ]
-    last = (
+    last: list[object] | None = (
         [rows[query.limit - 1]["inserted"], rows[query.limit - 1]["task_id"]]
         if len(rows) > query.limit
         else None
     )
-    return paging.keyset_page("tasks", tasks, last, query.limit)
+    return {"tasks": tasks[: query.limit], **paging.more(paging.keyset_token(tasks, last, query.limit))}
 
 
-async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> dict[str, Any]:
+async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> ClaimedList:
     """Running runs in the order they were claimed."""
     workers.check_task_queue_id(task_queue_id)
     claimed_at, task_id = paging.after(query, 2, [-1, ""])
     async with q.storage.reader() as session:
         rows = await session.fetch("list_claimed", task_queue_id, claimed_at, task_id, query.limit + 1)
-    tasks = []
+    tasks: list[ClaimedTask] = []
     for r in rows:
         run = orjson.loads(r["runs"])[-1]
         tasks.append(
@@ -75,21 +124,23 @@ async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> dic
                 "task": orjson.loads(r["definition"]),
             }
         )
-    last = (
+    last: list[object] | None = (
         [rows[query.limit - 1]["claimed_at"], rows[query.limit - 1]["task_id"]]
         if len(rows) > query.limit
         else None
     )
-    return paging.keyset_page("tasks", tasks, last, query.limit)
+    return {"tasks": tasks[: query.limit], **paging.more(paging.keyset_token(tasks, last, query.limit))}
 
 
-async def list_dependents(q: Queue, task_id: str, query: paging.Query) -> dict[str, Any]:
+async def list_dependents(q: Queue, task_id: str, query: paging.Query) -> Dependents:
     """Tasks that list `task_id` among their dependencies, by taskId."""
     await service.load(q, check_task_id(task_id))
     start = paging.offset(query)
     async with q.storage.reader() as session:
         rows = await session.fetch("list_dependents", task_id, start, query.limit + 1)
-    tasks = [
-        {"status": r.status(), "task": service.definition_of(r)} for r in map(service.record_from_row, rows)
-    ]
-    return {"taskId": task_id, **paging.offset_page("tasks", tasks, start, query.limit)}
+    tasks = groups.tasks_and_statuses(rows)
+    return {
+        "taskId": task_id,
+        "tasks": tasks[: query.limit],
+        **paging.more(paging.offset_token(tasks, start, query.limit)),
+    }

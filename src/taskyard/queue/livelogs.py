@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import NotRequired, TypedDict, cast
 from urllib.parse import urlencode
 
 import orjson
@@ -28,7 +28,7 @@ from taskyard.model.errors import (
     Unavailable,
 )
 from taskyard.model.runs import TaskRecord
-from taskyard.model.types import JSONObject, Millis
+from taskyard.model.types import Millis
 from taskyard.queue import artifacts, service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
@@ -52,6 +52,21 @@ APPEND_REQUEST = schema.obj(
     required=["offset", "data"],
     additional=False,
 )
+
+
+class AppendRequest(TypedDict):
+    """appendLiveLog's body, as APPEND_REQUEST checks it."""
+
+    offset: int
+    data: str
+    final: NotRequired[bool]
+
+
+class Appended(TypedDict):
+    """appendLiveLog's answer: the log's length now, and the URL that streams it."""
+
+    length: int
+    url: str
 
 
 @dataclass(frozen=True)
@@ -99,8 +114,9 @@ def verify_url(q: Queue, task_id: str, run_id: str, query: Mapping[str, str]) ->
     signed_urls.check_unexpired(expires, q.clock(), "live log URL")
 
 
-def chunk_from(body: Any) -> Chunk:
+def chunk_from(request: object) -> Chunk:
     """The chunk an appendLiveLog body (already schema-checked) carries; 400 for bad text."""
+    body = cast(AppendRequest, request)
     data = body["data"]
     try:
         size = len(data.encode())
@@ -116,7 +132,7 @@ def chunk_from(body: Any) -> Chunk:
     return Chunk(int(body["offset"]), data, size, bool(body.get("final", False)))
 
 
-async def append(q: Queue, task_id: str, run_id: int, name: str, body: Any) -> JSONObject:
+async def append(q: Queue, task_id: str, run_id: int, name: str, body: object) -> Appended:
     """appendLiveLog: add a chunk to the run's live log; a retried chunk is a success, changing nothing."""
     chunk = chunk_from(body)
     _signer(q)  # refuse before touching anything if no URL can be made

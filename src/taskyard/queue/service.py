@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import orjson
 
@@ -25,9 +25,13 @@ from taskyard.events import outbox
 from taskyard.model import dates, runs, task_definition
 from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.guard import Guard
+from taskyard.model.messages import Message
 from taskyard.model.metrics import Counters
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.signed_urls import Signer
+from taskyard.model.status import StatusAnswer
+from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
 from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
@@ -42,6 +46,7 @@ DEADLINE_RESOLVER = "deadline-resolver"
 DEPENDENCY_RESOLVER = "dependency-resolver"
 EXPIRY_SWEEPER = "expiry-sweeper"
 SET_ASIDE_METRIC = "resolver_rows_set_aside_total"
+T = TypeVar("T")
 
 
 class RaceLost(Exception):
@@ -79,7 +84,7 @@ class Queue:
         await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -105,9 +110,11 @@ def record_from_row(row: Row) -> TaskRecord:
     )
 
 
-def definition_of(rec: TaskRecord) -> dict[str, Any]:
+def definition_of(rec: TaskRecord) -> TaskDefinition:
     """The task definition as `task()` answers it (the stored definition has the current priority)."""
-    return {**rec.definition, "priority": rec.priority}
+    definition = rec.definition.copy()
+    definition["priority"] = rec.priority
+    return definition
 
 
 async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
@@ -174,7 +181,7 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
-async def publish_tx(q: Queue, tx: Tx, messages: list[Any]) -> None:
+async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:
     if messages:
         await outbox.append_tx(tx, messages)
         tx.after_commit(q.events_committed)
@@ -189,12 +196,29 @@ async def load(q: Queue, task_id: str) -> TaskRecord:
     return record_from_row(row)
 
 
-async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
-    """Apply `step` to the task's record inside `tx` (the row is locked on PostgreSQL)."""
+async def load_for_update_tx(tx: Tx, task_id: str) -> TaskRecord:
+    """The task as `tx` reads it (the row locked on PostgreSQL), or 404."""
     row = await tx.fetchrow("get_task_for_update", task_id)
     if row is None:
         raise ResourceNotFound(f"task {task_id} does not exist")
-    rec = record_from_row(row)
+    return record_from_row(row)
+
+
+def guard_task(guard: Guard, rec: TaskRecord) -> None:
+    """Check the route's scopes with the task's own fields: any of them may appear in a template."""
+    guard(
+        schedulerId=rec.scheduler_id,
+        taskGroupId=rec.task_group_id,
+        projectId=rec.project_id,
+        taskQueueId=rec.task_queue_id,
+        provisionerId=rec.definition["provisionerId"],
+        workerType=rec.definition["workerType"],
+    )
+
+
+async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
+    """Apply `step` to the task's record inside `tx` (the row is locked on PostgreSQL)."""
+    rec = await load_for_update_tx(tx, task_id)
     change = step(rec)
     await apply_tx(q, tx, change, old_version=rec.version)
     return change
@@ -202,9 +226,14 @@ async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskReco
 
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
     """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
+    return await retrying(q, task_id, lambda tx: transition_tx(q, tx, task_id, step))
+
+
+async def retrying(q: Queue, task_id: str, attempt: Callable[[Tx], Awaitable[T]]) -> T:
+    """Run `attempt` in a transaction of its own; when it loses a race on the task, run it again."""
     for _ in range(RACE_RETRIES):
         try:
-            return await run_in_transaction(q.storage, lambda tx: transition_tx(q, tx, task_id, step))
+            return await run_in_transaction(q.storage, attempt)
         except RaceLost:
             log.debug("lost a race on task %s; retrying", task_id)
     raise Unavailable(f"task {task_id} is changing too often to update; try again")
@@ -236,7 +265,7 @@ def set_aside(q: Queue, job: str, key: str, task_id: str, exc: BaseException) ->
     )
 
 
-def status_of(change: Change) -> dict[str, Any]:
+def status_of(change: Change) -> StatusAnswer:
     return {"status": change.record.status()}
 
 

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Iterator
-from typing import Any
 
 
 class Waiter:
@@ -26,8 +25,8 @@ class Waiter:
 
     async def wait(self, timeout: float, gone: asyncio.Event) -> bool:
         """Wait up to `timeout` seconds, or until `gone` is set; True if woken."""
-        stop: asyncio.Future[Any] = asyncio.ensure_future(gone.wait())
-        either: set[asyncio.Future[Any]] = {self.future, stop}
+        stop: asyncio.Future[bool] = asyncio.ensure_future(gone.wait())
+        either: set[asyncio.Future[None] | asyncio.Future[bool]] = {self.future, stop}
         try:
             await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:

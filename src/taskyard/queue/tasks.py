@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from taskyard.model import dates, runs, slugid, task_definition
-from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict, ResourceNotFound
+from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict
+from taskyard.model.guard import Guard
 from taskyard.model.messages import task_message
 from taskyard.model.runs import Change, TaskRecord
+from taskyard.model.status import StatusAnswer
+from taskyard.model.task_definition import Priority, TaskDefinition
 from taskyard.queue import groups, service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Tx, UniqueViolation
@@ -23,7 +24,7 @@ def check_task_id(task_id: str, name: str = "taskId") -> str:
     return task_id
 
 
-def new_record(task_id: str, definition: dict[str, Any], retries: int) -> TaskRecord:
+def new_record(task_id: str, definition: TaskDefinition, retries: int) -> TaskRecord:
     return TaskRecord(
         task_id=task_id,
         task_group_id=definition["taskGroupId"],
@@ -40,7 +41,7 @@ def new_record(task_id: str, definition: dict[str, Any], retries: int) -> TaskRe
     )
 
 
-def define(q: Queue, task_id: str, body: object) -> dict[str, Any]:
+def define(q: Queue, task_id: str, body: object) -> TaskDefinition:
     """The task definition `body` validated, with its defaults filled in; 400 if it is not valid."""
     check_task_id(task_id)
     return task_definition.validate(
@@ -48,14 +49,24 @@ def define(q: Queue, task_id: str, body: object) -> dict[str, Any]:
     )
 
 
-async def create_task(q: Queue, task_id: str, body: object) -> dict[str, Any]:
-    """Define a task. Idempotent: the same definition again answers the current status; another, 409."""
-    return await create_defined(q, task_id, define(q, task_id, body))
+async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> StatusAnswer:
+    """Define a task. Idempotent: the same definition again answers the current status; another, 409.
 
-
-async def create_defined(q: Queue, task_id: str, definition: dict[str, Any]) -> dict[str, Any]:
-    """createTask for a definition `define()` accepted."""
-    rec = new_record(task_id, definition, int(definition["retries"]))
+    `guard` checks the definition's scopes, routes, projectId, schedulerId, taskQueueId, and the
+    priorities at or above the task's (a scope for any of them will do), once the definition is
+    known to be valid (400 first).
+    """
+    definition = define(q, task_id, body)
+    priority = definition["priority"]
+    guard(
+        scopes=definition["scopes"],
+        routes=definition["routes"],
+        projectId=definition["projectId"],
+        schedulerId=definition["schedulerId"],
+        taskQueueId=definition["taskQueueId"],
+        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
+    )
+    rec = new_record(task_id, definition, definition["retries"])
     for attempt in range(3):
         try:
             return await _create_tx(q, rec, definition)
@@ -67,7 +78,7 @@ async def create_defined(q: Queue, task_id: str, definition: dict[str, Any]) -> 
     raise AssertionError("unreachable")
 
 
-async def _create_tx(q: Queue, rec: TaskRecord, definition: dict[str, Any]) -> dict[str, Any]:
+async def _create_tx(q: Queue, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:
     async with q.storage.transaction() as tx:
         await groups.join_group_tx(q, tx, rec)
         row = await tx.fetchrow("get_task_for_update", rec.task_id)
@@ -84,10 +95,10 @@ async def _create_tx(q: Queue, rec: TaskRecord, definition: dict[str, Any]) -> d
     return service.status_of(change)
 
 
-async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: dict[str, Any]) -> dict[str, Any]:
+async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:
     """createTask again: the same definition re-announces the task; any difference conflicts."""
     if rec.definition != definition:
-        changed = sorted(k for k in definition if definition[k] != rec.definition.get(k))
+        changed = sorted(k for k, v in definition.items() if v != rec.definition.get(k))
         raise RequestConflict(
             f"task {rec.task_id} already exists with a different definition "
             f"(differs in: {', '.join(changed)})"
@@ -123,11 +134,11 @@ async def _add_dependencies_tx(tx: Tx, rec: TaskRecord) -> bool:
     return not all(edge[3] for edge in edges)
 
 
-async def task(q: Queue, task_id: str) -> dict[str, Any]:
+async def task(q: Queue, task_id: str) -> TaskDefinition:
     return service.definition_of(await service.load(q, check_task_id(task_id)))
 
 
-async def status(q: Queue, task_id: str) -> dict[str, Any]:
+async def status(q: Queue, task_id: str) -> StatusAnswer:
     return {"status": (await service.load(q, check_task_id(task_id))).status()}
 
 
@@ -145,39 +156,47 @@ def _open_before_deadline(q: Queue, rec: TaskRecord, action: str) -> None:
         raise RequestConflict(f"task {rec.task_id} is past its deadline; it cannot be {action}")
 
 
-async def schedule_task(q: Queue, task_id: str) -> dict[str, Any]:
-    """Give an unscheduled task its first run, whatever its dependencies say."""
+async def schedule_task(q: Queue, task_id: str, *, guard: Guard) -> StatusAnswer:
+    """Give an unscheduled task its first run, whatever its dependencies say.
+
+    `guard` sees the task's fields (`service.guard_task`) once it is loaded, so a missing task is
+    a 404 before it can be a 403; the same goes for rerun, cancel and changeTaskPriority.
+    """
 
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "scheduled")
         return runs.schedule(rec, q.clock())
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
 
 
-async def rerun_task(q: Queue, task_id: str) -> dict[str, Any]:
+async def rerun_task(q: Queue, task_id: str, *, guard: Guard) -> StatusAnswer:
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "rerun")
         return runs.rerun(rec, q.clock())
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
 
 
-async def cancel_task(q: Queue, task_id: str) -> dict[str, Any]:
+async def cancel_task(q: Queue, task_id: str, *, guard: Guard) -> StatusAnswer:
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "canceled")
         return runs.cancel(rec, q.clock())
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
 
 
-def check_priority(value: object) -> str:
-    if value not in task_definition.PRIORITIES:
-        raise InputError(f"newPriority must be one of: {', '.join(task_definition.PRIORITIES)}")
-    return str(value)
+def check_priority(value: object) -> Priority:
+    for known in task_definition.PRIORITIES:
+        if value == known:
+            return known
+    raise InputError(f"newPriority must be one of: {', '.join(task_definition.PRIORITIES)}")
 
 
-def reprioritise(rec: TaskRecord, new_priority: str) -> Change:
+def reprioritise(rec: TaskRecord, new_priority: Priority) -> Change:
     """The task with a new priority, and its task-priority-changed event."""
     new = runs._fork(rec)
     new.priority = new_priority
@@ -188,22 +207,16 @@ def reprioritise(rec: TaskRecord, new_priority: str) -> Change:
     return Change(new, [message], priority_changed=True)
 
 
-async def change_task_priority(q: Queue, task_id: str, body: dict[str, Any]) -> dict[str, Any]:
-    new_priority = check_priority(body.get("newPriority"))
+async def change_task_priority(q: Queue, task_id: str, new_priority: str, *, guard: Guard) -> StatusAnswer:
+    checked = check_priority(new_priority)
 
     def step(rec: TaskRecord) -> Change:
+        service.guard_task(guard, rec)
         _open_before_deadline(q, rec, "reprioritised")
         if rec.ever_resolved:
             raise RequestConflict(f"task {rec.task_id} is resolved; its priority can no longer change")
-        if rec.priority == new_priority:
-            raise RequestConflict(f"task {rec.task_id} already has priority {new_priority}")
-        return reprioritise(rec, new_priority)
+        if rec.priority == checked:
+            raise RequestConflict(f"task {rec.task_id} already has priority {checked}")
+        return reprioritise(rec, checked)
 
     return service.status_of(await service.transition(q, check_task_id(task_id), step))
-
-
-async def require(q: Queue, task_id: str) -> TaskRecord:
-    try:
-        return await service.load(q, task_id)
-    except ResourceNotFound:
-        raise ResourceNotFound(f"task {task_id} does not exist") from None

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import orjson
 
 from taskyard.model import dates, paging
 from taskyard.model.errors import InputError, InvalidRequestArguments, ResourceNotFound
+from taskyard.model.guard import Guard
 from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
@@ -18,6 +19,87 @@ TASK_QUEUE_ID = re.compile(r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])
 RECENT_TASKS = 20
 # Writes of lastDateActive for a task queue are throttled to one per this many ms per process.
 TASK_QUEUE_WRITE_EVERY = 60 * dates.SECOND
+
+
+class TaskQueue(TypedDict):
+    taskQueueId: str
+    stability: str
+    description: str
+    expires: str
+    lastDateActive: str
+
+
+class TaskQueueList(paging.Page):
+    taskQueues: list[TaskQueue]
+
+
+class Provisioner(TypedDict):
+    provisionerId: str
+    stability: str
+    description: str
+    expires: str
+    lastDateActive: str
+
+
+class ProvisionerList(paging.Page):
+    provisioners: list[Provisioner]
+
+
+class WorkerType(TaskQueue):
+    provisionerId: str
+    workerType: str
+
+
+class WorkerTypeList(paging.Page):
+    workerTypes: list[WorkerType]
+
+
+class RecentTask(TypedDict):
+    taskId: str
+    runId: int
+
+
+class Worker(TypedDict):
+    """getWorker's answer, and quarantineWorker's and declareWorker's."""
+
+    taskQueueId: str
+    provisionerId: str
+    workerType: str
+    workerGroup: str
+    workerId: str
+    recentTasks: list[RecentTask]
+    expires: str
+    firstClaim: str
+    quarantineUntil: str
+    lastDateActive: NotRequired[str]
+
+
+class WorkerSummary(TypedDict):
+    """A worker as listWorkers lists it."""
+
+    workerGroup: str
+    workerId: str
+    firstClaim: str
+    lastDateActive: NotRequired[str]
+    latestTask: NotRequired[RecentTask]
+    quarantineUntil: NotRequired[str]
+
+
+class WorkerList(paging.Page):
+    workers: list[WorkerSummary]
+
+
+class Quarantine(TypedDict):
+    """quarantineWorker's body."""
+
+    quarantineUntil: str
+    quarantineInfo: NotRequired[str]
+
+
+class Declaration(TypedDict, total=False):
+    """declareWorker's body: the properties it declares."""
+
+    expires: str
 
 
 def check(name: str, value: str, pattern: re.Pattern[str]) -> str:
@@ -35,10 +117,9 @@ def split(task_queue_id: str) -> tuple[str, str]:
     return provisioner_id, worker_type
 
 
-async def quarantined(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> bool:
-    async with q.storage.reader() as session:
-        row = await session.fetchrow("get_worker", task_queue_id, *worker)
-    return row is not None and (row["quarantine_until"] or 0) > q.clock()
+def is_quarantined(row: Row | None, now: int) -> bool:
+    """Whether the worker whose row (None: it has none yet) this is is quarantined at `now`."""
+    return row is not None and (row["quarantine_until"] or 0) > now
 
 
 async def seen(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> None:
@@ -94,7 +175,7 @@ async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) ->
         tx.after_commit(lambda: q.seen_writes.__setitem__(task_queue_id, now))
 
 
-def task_queue_body(row: Row) -> dict[str, Any]:
+def task_queue_body(row: Row) -> TaskQueue:
     return {
         "taskQueueId": row["task_queue_id"],
         "stability": row["stability"],
@@ -104,14 +185,14 @@ def task_queue_body(row: Row) -> dict[str, Any]:
     }
 
 
-def worker_body(row: Row) -> dict[str, Any]:
+def worker_body(row: Row) -> Worker:
     provisioner_id, worker_type = split(row["task_queue_id"])
     first_claim = row["first_claim"]
     # A worker never quarantined shows a quarantineUntil long past, as TaskCluster's do.
     quarantine_until = row["quarantine_until"]
     if quarantine_until is None:
         quarantine_until = first_claim - 10 * 365 * dates.DAY
-    body = {
+    body: Worker = {
         "taskQueueId": row["task_queue_id"],
         "provisionerId": provisioner_id,
         "workerType": worker_type,
@@ -127,7 +208,7 @@ def worker_body(row: Row) -> dict[str, Any]:
     return body
 
 
-async def get_task_queue(q: Queue, task_queue_id: str) -> dict[str, Any]:
+async def get_task_queue(q: Queue, task_queue_id: str) -> TaskQueue:
     async with q.storage.reader() as session:
         row = await session.fetchrow("get_task_queue", check_task_queue_id(task_queue_id))
     if row is None or row["expires"] < q.clock():
@@ -145,20 +226,21 @@ async def list_task_queues(q: Queue, query: paging.Query, prefix: str = "") -> l
         return await session.fetch("list_task_queues", q.clock(), last, query.limit + 1)
 
 
-def page_of(
-    key: str, rows: list[Row], bodies: list[Any], query: paging.Query, columns: tuple[str, ...]
-) -> dict[str, Any]:
-    """A keyset page; the token holds `columns` of the last row shown."""
-    last = [rows[query.limit - 1][c] for c in columns] if len(rows) > query.limit else None
-    return paging.keyset_page(key, bodies, last, query.limit)
+def token_of(rows: list[Row], query: paging.Query, columns: tuple[str, ...]) -> paging.Page:
+    """A keyset page's token, holding `columns` of the last row shown."""
+    last: list[object] | None = (
+        [rows[query.limit - 1][c] for c in columns] if len(rows) > query.limit else None
+    )
+    return paging.more(paging.keyset_token(rows, last, query.limit))
 
 
-async def list_task_queues_page(q: Queue, query: paging.Query) -> dict[str, Any]:
+async def list_task_queues_page(q: Queue, query: paging.Query) -> TaskQueueList:
     rows = await list_task_queues(q, query)
-    return page_of("taskQueues", rows, [task_queue_body(r) for r in rows], query, ("task_queue_id",))
+    bodies = [task_queue_body(r) for r in rows[: query.limit]]
+    return {"taskQueues": bodies, **token_of(rows, query, ("task_queue_id",))}
 
 
-async def provisioners_page(q: Queue, query: paging.Query) -> dict[str, Any]:
+async def provisioners_page(q: Queue, query: paging.Query) -> ProvisionerList:
     """Provisioners are synthesised from task queues."""
     rows = await list_task_queues(q, paging.Query(paging.MAX_LIMIT * 10, None))
     seen: dict[str, Row] = {}
@@ -167,16 +249,24 @@ async def provisioners_page(q: Queue, query: paging.Query) -> dict[str, Any]:
     names = sorted(seen)
     start = paging.offset(query)
     bodies = [_provisioner_body(n, seen[n]) for n in names[start : start + query.limit + 1]]
-    return paging.offset_page("provisioners", bodies, start, query.limit)
+    return {
+        "provisioners": bodies[: query.limit],
+        **paging.more(paging.offset_token(bodies, start, query.limit)),
+    }
 
 
-def _provisioner_body(provisioner_id: str, row: Row) -> dict[str, Any]:
+def _provisioner_body(provisioner_id: str, row: Row) -> Provisioner:
     body = task_queue_body(row)
-    del body["taskQueueId"]
-    return {"provisionerId": provisioner_id, **body}
+    return {
+        "provisionerId": provisioner_id,
+        "stability": body["stability"],
+        "description": body["description"],
+        "expires": body["expires"],
+        "lastDateActive": body["lastDateActive"],
+    }
 
 
-async def get_provisioner(q: Queue, provisioner_id: str) -> dict[str, Any]:
+async def get_provisioner(q: Queue, provisioner_id: str) -> Provisioner:
     check("provisionerId", provisioner_id, IDENT)
     rows = await list_task_queues(q, paging.Query(1, None), prefix=provisioner_id + "/")
     if not rows:
@@ -184,18 +274,19 @@ async def get_provisioner(q: Queue, provisioner_id: str) -> dict[str, Any]:
     return _provisioner_body(provisioner_id, rows[0])
 
 
-def worker_type_body(row: Row) -> dict[str, Any]:
+def worker_type_body(row: Row) -> WorkerType:
     provisioner_id, worker_type = split(row["task_queue_id"])
     return {**task_queue_body(row), "provisionerId": provisioner_id, "workerType": worker_type}
 
 
-async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) -> dict[str, Any]:
+async def worker_types_page(q: Queue, provisioner_id: str, query: paging.Query) -> WorkerTypeList:
     check("provisionerId", provisioner_id, IDENT)
     rows = await list_task_queues(q, query, prefix=provisioner_id + "/")
-    return page_of("workerTypes", rows, [worker_type_body(r) for r in rows], query, ("task_queue_id",))
+    bodies = [worker_type_body(r) for r in rows[: query.limit]]
+    return {"workerTypes": bodies, **token_of(rows, query, ("task_queue_id",))}
 
 
-async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> dict[str, Any]:
+async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> WorkerType:
     check("provisionerId", provisioner_id, IDENT)
     check("workerType", worker_type, IDENT)
     async with q.storage.reader() as session:
@@ -207,7 +298,7 @@ async def get_worker_type(q: Queue, provisioner_id: str, worker_type: str) -> di
 
 async def list_workers(
     q: Queue, task_queue_id: str, query: paging.Query, quarantined: str | None
-) -> dict[str, Any]:
+) -> WorkerList:
     last = paging.after(query, 2, ["", ""])
     async with q.storage.reader() as session:
         rows = await session.fetch("list_workers", task_queue_id, q.clock(), *last, query.limit + 1)
@@ -215,12 +306,12 @@ async def list_workers(
     if quarantined in ("true", "false"):
         want = quarantined == "true"
         rows = [r for r in rows if ((r["quarantine_until"] or 0) > now) == want]
-    bodies = [_worker_summary(r, now) for r in rows]
-    return page_of("workers", rows, bodies, query, ("worker_group", "worker_id"))
+    bodies = [_worker_summary(r, now) for r in rows[: query.limit]]
+    return {"workers": bodies, **token_of(rows, query, ("worker_group", "worker_id"))}
 
 
-def _worker_summary(row: Row, now: int) -> dict[str, Any]:
-    summary: dict[str, Any] = {
+def _worker_summary(row: Row, now: int) -> WorkerSummary:
+    summary: WorkerSummary = {
         "workerGroup": row["worker_group"],
         "workerId": row["worker_id"],
         "firstClaim": dates.to_iso(row["first_claim"]),
@@ -235,7 +326,7 @@ def _worker_summary(row: Row, now: int) -> dict[str, Any]:
     return summary
 
 
-async def get_worker(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> dict[str, Any]:
+async def get_worker(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> Worker:
     async with q.storage.reader() as session:
         row = await session.fetchrow("get_worker", task_queue_id, *worker)
         queue_row = await session.fetchrow("get_task_queue", task_queue_id)
@@ -246,8 +337,8 @@ async def get_worker(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> d
 
 
 async def quarantine_worker(
-    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any], client_id: str
-) -> dict[str, Any]:
+    q: Queue, task_queue_id: str, worker: tuple[str, str], body: Quarantine, client_id: str
+) -> Worker:
     until = dates.parse_iso(body["quarantineUntil"])
     now = q.clock()
     async with q.storage.transaction() as tx:
@@ -278,8 +369,10 @@ async def quarantine_worker(
 
 
 async def declare_worker(
-    q: Queue, task_queue_id: str, worker: tuple[str, str], body: dict[str, Any]
-) -> dict[str, Any]:
+    q: Queue, task_queue_id: str, worker: tuple[str, str], body: Declaration, *, guard: Guard
+) -> Worker:
+    """Declare the worker's properties (only `expires` today); `guard` sees the property names."""
+    guard(properties=sorted(body))
     if not body:
         raise InputError("declareWorker needs at least one property to declare (expires)")
     expires = dates.parse_iso(body["expires"])

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from taskyard.model import artifacts, dates, errors, schema
-from taskyard.model.types import JSONObject, Millis
+from taskyard.model.types import LooseJSON, Millis
 from taskyard.worker import jsonschema
 
 DEFAULT_MAX_RUN_TIME_LIMIT = 86400
@@ -183,7 +183,7 @@ def parse(
 # Building -----------------------------------------------------------------------------------
 
 
-def _build(body: JSONObject, task_expires: Millis) -> Payload:
+def _build(body: LooseJSON, task_expires: Millis) -> Payload:
     features = body.get("features", {})
     logs = body.get("logs", {})
     return Payload(
@@ -200,7 +200,7 @@ def _build(body: JSONObject, task_expires: Millis) -> Payload:
     )
 
 
-def _artifact(entry: JSONObject, task_expires: Millis) -> ArtifactSpec:
+def _artifact(entry: LooseJSON, task_expires: Millis) -> ArtifactSpec:
     path = entry["path"]
     expires = entry.get("expires")
     return ArtifactSpec(
@@ -218,13 +218,13 @@ def _artifact(entry: JSONObject, task_expires: Millis) -> ArtifactSpec:
 # Rules beyond the schema --------------------------------------------------------------------
 
 
-def _unsupported(body: JSONObject) -> Iterator[str]:
+def _unsupported(body: LooseJSON) -> Iterator[str]:
     for key in ("mounts", "osGroups"):
         if body.get(key):
             yield f"this task uses payload.{key}, which taskyard's worker doesn't support yet"
 
 
-def _features(body: JSONObject, task_queue_id: str) -> Iterator[str]:
+def _features(body: LooseJSON, task_queue_id: str) -> Iterator[str]:
     for name, wanted in body.get("features", {}).items():
         if wanted and name not in SUPPORTED_FEATURES:
             yield (
