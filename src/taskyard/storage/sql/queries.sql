@@ -70,9 +70,6 @@ SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id 
 -- name: get_group
 SELECT * FROM task_groups WHERE task_group_id = $1
 
--- name: insert_group
-INSERT INTO task_groups (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
-
 -- name: seal_group
 UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1 AND sealed IS NULL
 
