@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from taskyard import __version__
 from taskyard.auth import static
 from taskyard.cli import admin, options, tasks
+from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.lockfile import InUse
@@ -35,6 +36,7 @@ def parser() -> argparse.ArgumentParser:
     worker_cli.add_command(commands)
     admin.add_commands(commands)
     tasks.add_commands(commands)
+    events_cli.add_command(commands)
     return top
 
 
@@ -74,6 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
         return admin.main(args, os.environ)
+    if args.command == "events":
+        return events_cli.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
