@@ -90,11 +90,33 @@ async def test_it_hears_its_own_runs_on_either_profile_and_nothing_else(
     assert len(skipped) == 2 and all("does not name a task's status" in line for line in skipped)
 
 
-async def test_an_unreachable_broker_is_one_log_line_however_many_attempts(
-    caplog: pytest.LogCaptureFixture,
+def shared(user: str, password: str, vhost: str) -> str:
+    """The test broker's host and port with other credentials or vhost."""
+    host = RABBITMQ_URL.split("@")[-1].split("/")[0]
+    return f"amqp://{user}:{password}@{host}/{vhost}"
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("nothing-listening", "Connect call failed"),
+        ("refused-credentials", "ACCESS_REFUSED"),
+        ("unknown-vhost", "no-such-vhost"),
+    ],
+)
+async def test_a_broker_it_cannot_use_is_one_log_line_however_many_attempts(
+    caplog: pytest.LogCaptureFixture, case: str, why: str
 ) -> None:
+    if case == "nothing-listening":
+        url = f"amqp://someone:hunter2@127.0.0.1:{free_port()}/%2F"
+    else:
+        need_rabbitmq()
+        url = (
+            shared("nobody", "hunter2", "%2F")
+            if case == "refused-credentials"
+            else shared("guest", "guest", "no-such-vhost")
+        )
     caplog.set_level(logging.DEBUG)
-    url = f"amqp://someone:hunter2@127.0.0.1:{free_port()}/%2F"
     heard: list[tuple[str, Any]] = []
     async with listening(url, "wg", "w1", heard, min_backoff=0.01, max_backoff=0.05) as listener:
         await eventually(lambda: listener.failed_attempts >= 5, timeout=30)
@@ -102,6 +124,7 @@ async def test_an_unreachable_broker_is_one_log_line_however_many_attempts(
     lines = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(lines) == 1, lines
     assert "is unreachable" in lines[0] and "checking running tasks' status instead" in lines[0]
+    assert why in lines[0], lines[0]
     assert "hunter2" not in caplog.text
     assert [r for r in caplog.records if r.name.startswith(("aiormq", "aio_pika"))] == []
 
