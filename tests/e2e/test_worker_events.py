@@ -125,7 +125,7 @@ def test_without_a_reachable_broker_the_worker_checks_statuses_as_before(
         story = lines_between(log, f"{task_id}/0>: claimed", "stopping it")
         assert story[-1].endswith("the run is exception/canceled; stopping it"), story
         assert any(CHECK in line for line in story)
-        assert log.count("is unreachable") == 1
+        assert log.count("is unavailable") == 1
         assert "Traceback" not in log
     finally:
         worker.stop()
@@ -152,7 +152,7 @@ def test_a_broker_outage_falls_back_to_status_checks_and_back(
         logged("hearing of cancelled tasks from RabbitMQ")
         try:
             private_rabbit.stop()
-            logged("is unreachable")
+            logged("is unavailable")
             # While the broker is away, the status check stops the task.
             during, child = long_task(queue, tq, tmp_path / "during.pid")
             queue.cancelTask(during)
@@ -172,7 +172,7 @@ def test_a_broker_outage_falls_back_to_status_checks_and_back(
         log = worker.log_tail(1000)
         story = lines_between(log, f"{after}/0>: claimed", "stopping it")
         assert story[-1].endswith(f"the run is exception/canceled {HEARD}"), story
-        assert log.count("is unreachable") == 1 and log.count("is back after") == 1
+        assert log.count("is unavailable") == 1 and log.count("is back after") == 1
         assert "Traceback" not in log
     finally:
         worker.stop()

@@ -123,7 +123,7 @@ async def test_a_broker_it_cannot_use_is_one_log_line_however_many_attempts(
         assert not listener.bound
     lines = [r.getMessage() for r in caplog.records if r.name == LOGGER]
     assert len(lines) == 1, lines
-    assert "is unreachable" in lines[0] and "checking running tasks' status instead" in lines[0]
+    assert "is unavailable" in lines[0] and "checking running tasks' status instead" in lines[0]
     assert why in lines[0], lines[0]
     assert "hunter2" not in caplog.text
     assert [r for r in caplog.records if r.name.startswith(("aiormq", "aio_pika"))] == []

@@ -159,7 +159,7 @@ class CancellationListener:
         if self._password:
             reason = reason.replace(self._password, "***")
         log.warning(
-            "RabbitMQ at %s is unreachable (%s); checking running tasks' status instead until it is back",
+            "RabbitMQ at %s is unavailable (%s); checking running tasks' status instead until it is back",
             self.where,
             reason,
         )

@@ -10,7 +10,7 @@ that is no longer running here is stopped. With `events` (amqp://...) the worker
 its runs' ends from RabbitMQ (cancellations.py) and stops them the moment the message arrives;
 while it is bound there the status check slows to a safety net (every `SAFETY_INTERVAL`), runs
 once each time it binds again (to catch what was published while it was not), and returns to
-`status_interval` whenever the broker is unreachable.
+`status_interval` whenever the broker is unreachable or refuses it.
 
 One work directory, one worker. Before it touches anything in its work directory, a worker
 takes an exclusive `flock` on `<work-dir>/worker.lock` and holds it until it exits; if a live
