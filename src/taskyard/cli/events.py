@@ -6,9 +6,9 @@ topic rules; `#` by default). Each event is one line, `TIME EXCHANGE ROUTING-KEY
 `--json` one JSON object per line. The server's own HTTP stream of events does not exist yet: without
 a broker the command says so and exits 2.
 
-Exit status: 130 on Ctrl-C, 0 when the reader of its output goes away (`| head`), 1 when the broker
-cannot be reached or the connection is lost, 2 for bad usage (a malformed URL or pattern, an
-unknown exchange).
+Exit status: 130 on Ctrl-C and 141 when the reader of its output goes away (`| head`), as a shell
+reports a process those signals ended, without a word; 1 when the broker cannot be reached or the
+connection is lost; 2 for bad usage (a malformed URL or pattern, an unknown exchange).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from taskyard.events.profiles import PROFILES, SEED_PREFIX, TC_PREFIX, Profiles
 from taskyard.model import dates
 from taskyard.model.errors import ConfigError
 
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
 NO_STREAM = (
     "the server's HTTP event stream is not available yet; pass --events "
     "amqp://user:password@host:port/vhost (or set TASKYARD_EVENTS) to follow events from RabbitMQ"
@@ -103,7 +104,7 @@ def main(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         # Whoever read our output has gone: stop quietly, and keep Python's own flush at exit quiet.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return EXIT_CLOSED_PIPE
     except BusUnavailable as exc:
         print(f"taskyard: {exc}", file=sys.stderr)
         return 1
