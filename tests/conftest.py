@@ -5,14 +5,17 @@ postgresql://postgres@127.0.0.1:5432/test): a template database is migrated once
 session and cloned for every test. Without the server they skip, except under CI=true.
 RabbitMQ tests likewise use TASKYARD_TEST_RABBITMQ (default amqp://guest:guest@127.0.0.1:5672/).
 Tests that stop or restart the server get a private cluster of their own (`pg_cluster`, see
-`tests/pgcluster.py`): the shared one is never stopped.
+`tests/pgcluster.py`), and tests that stop a broker a private RabbitMQ node (`private_rabbit`):
+the shared ones are never stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +35,7 @@ from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
+from tests.events.rabbit import PrivateRabbit, private_rabbit_unavailable
 from tests.pgcluster import PgCluster, unavailable_reason
 
 ROOT_TOKEN = "api-tests-root-access-token"
@@ -112,6 +116,25 @@ def pg_cluster() -> Iterator[PgCluster]:
         yield cluster
     finally:
         cluster.destroy()
+
+
+@pytest.fixture(scope="session")
+def private_rabbit() -> Iterator[PrivateRabbit]:
+    """A private RabbitMQ node (tests/events/rabbit.py) for the whole session, running when a test
+    gets it: for tests that stop it, start it or add users to it. The shared broker is never stopped."""
+    reason = private_rabbit_unavailable()
+    if reason is not None:
+        if IN_CI:
+            pytest.fail(reason + " (CI=true: RabbitMQ tests must run)")
+        pytest.skip(reason)
+    base = Path(tempfile.mkdtemp(prefix="ty-rabbit-"))
+    node = PrivateRabbit(base)
+    node.prepare()
+    node.start()
+    yield node
+    with contextlib.suppress(Exception):
+        node.stop()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ DRIVERS = {
     "asyncpg": {"storage"},
     "aiosqlite": {"storage"},
     "sqlite3": {"storage"},
-    "aio_pika": {"events"},
+    "aio_pika": {"events", "worker"},
     "boto3": {"artifacts"},
     "botocore": {"artifacts"},
     "aiohttp": {"worker"},

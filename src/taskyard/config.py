@@ -80,3 +80,6 @@ class WorkerConfig:
     status_interval: float = 2.0
     # How often new log lines are sent to the server for the live log.
     live_log_interval: float = 1.0
+    # amqp://... to hear of its runs' cancellations from RabbitMQ (the status check then slows to a
+    # safety net); empty: the status check alone.
+    events: str = field(default="", repr=False)

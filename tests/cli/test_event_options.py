@@ -1,4 +1,5 @@
-"""`--events` and `--event-profiles`: flags, environment variables, and what is refused at start."""
+"""`--events` and `--event-profiles` of servers and workers: flags, environment variables, and what is
+refused at start."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from taskyard.cli import main, options
-from taskyard.config import ServerConfig
+from taskyard.cli import worker as worker_cli
+from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.model.errors import ConfigError
 
 
@@ -71,3 +73,50 @@ def test_serve_refuses_unknown_profiles_in_one_line(
     assert main.main(["serve", "--data-dir", str(tmp_path), "--event-profiles", "tc,pulse"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "event-profiles" in err
+
+
+# `taskyard worker --events`: the broker it hears cancellations from.
+
+
+def worker_config(argv: list[str], environ: dict[str, str] | None = None) -> WorkerConfig:
+    args = main.parser().parse_args(["worker", *argv])
+    connection = {"TASKCLUSTER_ROOT_URL": "http://127.0.0.1:8080", "TASKCLUSTER_CLIENT_ID": "c"}
+    return worker_cli.worker_config(args, {**connection, "TASKCLUSTER_ACCESS_TOKEN": "t", **(environ or {})})
+
+
+def test_a_worker_listens_to_no_broker_unless_given_one() -> None:
+    assert worker_config([]).events == ""
+    assert worker_config(["--events", "memory://"]).events == ""  # another process's bus: out of reach
+    from_env = worker_config([], {"TASKYARD_EVENTS": "amqp://u:p@rabbit/%2F"})
+    assert from_env.events == "amqp://u:p@rabbit/%2F"
+    assert worker_config(["--events", "amqps://rabbit:5671/tc"], {"TASKYARD_EVENTS": "memory://"}).events == (
+        "amqps://rabbit:5671/tc"
+    )
+    assert "hunter2" not in repr(worker_config(["--events", "amqp://u:hunter2@rabbit/"]))
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["rabbitmq://u:hunter2@rabbit/", "amqp://u:hunter2@rabbit:port/", "amqp://", "amqp://u:hunter2@r/a/b"],
+)
+def test_a_worker_refuses_a_malformed_events_url_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("TASKCLUSTER_ROOT_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("TASKCLUSTER_CLIENT_ID", "c")
+    monkeypatch.setenv("TASKCLUSTER_ACCESS_TOKEN", "t")
+    assert main.main(["worker", "--work-dir", str(tmp_path), "--events", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--events=" in err and "hunter2" not in err
+    assert list(tmp_path.iterdir()) == []  # refused before it took the work directory
+
+
+def test_ups_worker_hears_the_servers_broker_through_its_environment(tmp_path: Path) -> None:
+    server = config(tmp_path, ["--events", "amqp://u:hunter2@rabbit/%2F"])
+    local = worker_cli.local_worker(server, {"task_queue_id": "local/default", "capacity": 1})
+    assert local is not None and local.events == "amqp://u:hunter2@rabbit/%2F"
+    command, env = worker_cli.worker_process(local)
+    assert env["TASKYARD_EVENTS"] == local.events and not any("hunter2" in word for word in command)
+    quiet = worker_cli.local_worker(config(tmp_path, []), {"task_queue_id": "local/default", "capacity": 1})
+    assert quiet is not None and quiet.events == ""
+    assert "TASKYARD_EVENTS" not in worker_cli.worker_process(quiet)[1]

@@ -34,6 +34,7 @@ class WorkerProcess:
     args: list[str] = field(default_factory=list)
     name: str = "worker"
     max_file_bytes: int | None = None  # RLIMIT_FSIZE: a work directory that "fills up"
+    env: dict[str, str] = field(default_factory=dict)  # more variables (TASKYARD_LOG_LEVEL, ...)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -69,6 +70,7 @@ class WorkerProcess:
             TASKCLUSTER_ACCESS_TOKEN=self.server.access_token,
             PYTHONUNBUFFERED="1",
         )
+        env.update(self.env)
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(
                 command,

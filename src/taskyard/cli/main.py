@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from taskyard import __version__
 from taskyard.auth import static
 from taskyard.cli import admin, db, options, tasks
+from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.lockfile import InUse
@@ -40,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
     admin.add_commands(commands)
     tasks.add_commands(commands)
     db.add_commands(commands)
+    events_cli.add_command(commands)
     return top
 
 
@@ -96,6 +98,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return admin.main(args, os.environ)
     if args.command in db.COMMANDS:
         return db.main(args, os.environ)
+    if args.command == "events":
+        return events_cli.main(args, os.environ)
     logging.basicConfig(
         level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -49,9 +49,17 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add(
         worker,
         "--status-interval",
-        "seconds between checks that running tasks were not cancelled",
+        "seconds between checks that running tasks were not cancelled "
+        "(every 30 s, as a safety net, while --events tells of cancellations)",
         2.0,
         float,
+    )
+    add(
+        worker,
+        "--events",
+        "amqp://user:password@host:port/vhost: hear of this worker's cancelled tasks from the "
+        "deployment's RabbitMQ and stop them at once (empty or memory://: status checks only)",
+        "",
     )
 
 
@@ -96,7 +104,18 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
         work_dir=values["work_dir"],
         max_run_time_limit=values["max_run_time_limit"],
         status_interval=values["status_interval"],
+        events=worker_events(values["events"]),
     )
+
+
+def worker_events(url: str) -> str:
+    """The broker a worker listens to: an amqp(s):// URL, or "" for none (empty or memory://: an
+    in-process bus is the server's own, out of a worker's reach). ConfigError for anything else."""
+    if url in ("", "memory://"):
+        return ""
+    from taskyard.events.amqp import check_url
+
+    return check_url(url, "--events")
 
 
 async def run_worker(config: WorkerConfig) -> int:
@@ -121,6 +140,7 @@ def local_worker(server: ServerConfig, values: Mapping[str, Any]) -> WorkerConfi
         worker_id=default_worker_id(),
         capacity=values["capacity"],
         work_dir=str(Path(server.data_dir, "work").absolute()),
+        events=worker_events(server.events),
     )
 
 
@@ -143,6 +163,8 @@ def worker_process(config: WorkerConfig) -> tuple[list[str], dict[str, str]]:
         TASKCLUSTER_CLIENT_ID=config.client_id,
         TASKCLUSTER_ACCESS_TOKEN=config.access_token,
     )
+    if config.events:  # in the environment, not on the command line: `ps` shows command lines
+        env["TASKYARD_EVENTS"] = config.events
     if "TASKYARD_LOG_LEVEL" in os.environ:
         env["TASKYARD_LOG_LEVEL"] = os.environ["TASKYARD_LOG_LEVEL"]
     return command, env

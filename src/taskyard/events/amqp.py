@@ -14,6 +14,9 @@ that one logs every failed attempt, and publishing through it while it reconnect
 of failing fast, which would hold the relay's transaction open.
 
 `subscribe` delivers, in this process, what this bus published once the broker confirmed it.
+
+`following` is the other side, for a consumer in another process (`taskyard events tail`): a queue of
+its own, exclusive and auto-deleted, bound as asked, yielding each message as it arrives.
 """
 
 from __future__ import annotations
@@ -24,17 +27,17 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import cast
 from urllib.parse import urlsplit
 
 import aio_pika
 import aiormq
 import orjson
-from aio_pika.abc import AbstractChannel, AbstractConnection
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
 from taskyard.events.memory import MemoryBus
-from taskyard.events.port import BusUnavailable, Envelope, Handler
+from taskyard.events.port import BusUnavailable, Envelope, Handler, check_pattern
 from taskyard.events.profiles import Profiles
 from taskyard.model.errors import ConfigError
 from taskyard.model.messages import Message
@@ -255,6 +258,71 @@ class AmqpBus:
             log.info("publishing events to RabbitMQ at %s (profiles %s)", self.where, names)
         self._announced = True
         self._down_since = None
+
+
+@contextlib.asynccontextmanager
+async def following(
+    url: str, bindings: Sequence[tuple[str, str]], *, connect_timeout: float = 5.0
+) -> AsyncIterator[AsyncIterator[Envelope]]:
+    """Bind a queue of our own as asked ((exchange, pattern) pairs), then give every message the
+    broker routes to it from then on, in the order it delivers them, until the block ends.
+
+    The queue is exclusive and auto-deleted: nothing is left on the broker afterwards, and nothing
+    published before the bindings (or while disconnected) is seen. A body that is not a JSON object
+    comes as `{"body": <its text>}`. BusUnavailable, naming the broker without its password, when
+    it cannot be reached, refuses the bindings, or the connection is lost; BadPattern for a
+    pattern that breaks the topic rules.
+    """
+    check_url(url)
+    for _, pattern in bindings:
+        check_pattern(pattern)
+    quiet_driver_logs()
+    where = redact(url)
+    try:
+        connection = await asyncio.wait_for(aio_pika.connect(url), connect_timeout)
+    except Exception as exc:  # a refused connection, bad credentials, an unknown vhost, a timeout
+        raise BusUnavailable(f"cannot reach RabbitMQ at {where}: {_reason(exc)}") from None
+    arrived: asyncio.Queue[AbstractIncomingMessage | BaseException | None] = asyncio.Queue()
+
+    def closed(_: object, exc: BaseException | None = None) -> None:
+        arrived.put_nowait(exc)
+
+    async def messages() -> AsyncIterator[Envelope]:
+        while True:
+            item = await arrived.get()
+            if not isinstance(item, AbstractIncomingMessage):
+                why = _reason(item) if item is not None else "the connection closed"
+                raise BusUnavailable(f"lost RabbitMQ at {where}: {why}")
+            yield _received(item)
+
+    try:
+        connection.close_callbacks.add(closed)
+        try:
+            channel = await asyncio.wait_for(connection.channel(), connect_timeout)
+            channel.close_callbacks.add(closed)
+            queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
+            for exchange, pattern in bindings:
+                declared = await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
+                await queue.bind(declared, pattern)
+            await queue.consume(arrived.put, no_ack=True)
+        except Exception as exc:
+            raise BusUnavailable(f"RabbitMQ at {where} refused the bindings: {_reason(exc)}") from None
+        yield messages()
+    finally:
+        await _close_quietly(connection)
+
+
+def _received(message: AbstractIncomingMessage) -> Envelope:
+    try:
+        body = orjson.loads(message.body)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        body = {"body": message.body.decode("utf-8", "replace")}
+    cc = (message.headers or {}).get("CC")
+    cc = cc if isinstance(cc, list | tuple) else []
+    keys = [k.decode() if isinstance(k, bytes) else str(k) for k in cc]
+    return Envelope(message.exchange or "", message.routing_key or "", body, keys)
 
 
 def quiet_driver_logs() -> None:

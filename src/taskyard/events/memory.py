@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
-from taskyard.events.port import Envelope, Handler
+from taskyard.events.port import Envelope, Handler, check_pattern
 from taskyard.events.profiles import Profiles
 from taskyard.model.messages import Message
 
@@ -79,7 +79,8 @@ class MemoryBus:
             log.exception("event handler failed for %s %s", envelope.exchange, envelope.routing_key)
 
     def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
-        entry = (exchange, pattern, handler)
+        """BadPattern, and no subscription, for a pattern that breaks AMQP's topic rules."""
+        entry = (exchange, check_pattern(pattern), handler)
         self._subscriptions.append(entry)
         return lambda: self._subscriptions.remove(entry) if entry in self._subscriptions else None
 

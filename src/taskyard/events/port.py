@@ -30,6 +30,39 @@ class Envelope:
 Handler = Callable[[Envelope], Awaitable[None] | None]
 
 
+# The longest routing key or binding pattern AMQP carries, in bytes.
+MAX_PATTERN_BYTES = 255
+_PATTERN_RULE = "words are separated by single dots; `*` stands for one word and `#` for any number"
+
+
+class BadPattern(ValueError):
+    """A binding pattern that breaks AMQP's topic rules; the message says which word and why."""
+
+    def __init__(self, pattern: str, problem: str) -> None:
+        super().__init__(f"binding pattern {pattern!r} is not valid: {problem} ({_PATTERN_RULE})")
+        self.message = str(self)
+
+
+def check_pattern(pattern: str) -> str:
+    """`pattern` if it is an AMQP topic binding pattern, else BadPattern naming the first problem.
+
+    Every word must be non-empty (no leading, trailing or doubled dot), and a wildcard stands alone
+    as its word: `a*` or `#b` would be taken literally by RabbitMQ, which is never what was meant.
+    """
+    if pattern == "":
+        raise BadPattern(pattern, "it is empty; `#` matches every routing key")
+    if len(pattern.encode()) > MAX_PATTERN_BYTES:
+        raise BadPattern(pattern, f"it is longer than {MAX_PATTERN_BYTES} bytes")
+    for number, word in enumerate(pattern.split("."), start=1):
+        if word == "":
+            raise BadPattern(pattern, f"word {number} is empty")
+        if word not in ("*", "#") and ("*" in word or "#" in word):
+            raise BadPattern(pattern, f"word {number} ({word!r}) mixes a wildcard with other characters")
+        if any(ord(c) < 32 or c == "\x7f" for c in word):
+            raise BadPattern(pattern, f"word {number} holds a control character")
+    return pattern
+
+
 class BusUnavailable(Exception):
     """The bus cannot take messages now (broker down, refusing us, or not confirming).
 
@@ -46,7 +79,9 @@ class EventBus(Protocol):
         """Return once the bus can take messages again (at once for a bus that always can)."""
 
     def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
-        """Call `handler` for matching envelopes; answer a function that unsubscribes."""
+        """Call `handler` for matching envelopes; answer a function that unsubscribes.
+
+        BadPattern for a pattern that breaks the topic rules (`check_pattern`)."""
 
     async def close(self) -> None:
         """Stop delivering."""

@@ -5,6 +5,13 @@ tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
 A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below).
 
+Cancellations: every `status_interval` one call asks the status of every running task, and a run
+that is no longer running here is stopped. With `events` (amqp://...) the worker also hears of
+its runs' ends from RabbitMQ (cancellations.py) and stops them the moment the message arrives;
+while it is bound there the status check slows to a safety net (every `SAFETY_INTERVAL`), runs
+once each time it binds again (to catch what was published while it was not), and returns to
+`status_interval` whenever the broker is unreachable or refuses it.
+
 One work directory, one worker. Before it touches anything in its work directory, a worker
 takes an exclusive `flock` on `<work-dir>/worker.lock` and holds it until it exits; if a live
 worker holds it, this one refuses to start (`lockfile.InUse`, naming the holder's pid) rather
@@ -24,11 +31,13 @@ import logging
 import shutil
 import signal
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from taskyard.config import WorkerConfig
 from taskyard.lockfile import acquire
+from taskyard.worker.cancellations import CancellationListener
 from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
 
@@ -39,6 +48,12 @@ EXIT_SHUTDOWN = 72
 MAX_CLAIM = 32  # the queue hands out at most 32 tasks per claimWork
 MAX_BACKOFF = 30.0
 LOCK_FILE = "worker.lock"
+# Seconds between status checks while RabbitMQ tells the worker of its runs' ends.
+SAFETY_INTERVAL = 30.0
+HEARD_FROM_BUS = "heard from RabbitMQ"
+# How many tasks heard of on the bus are remembered, for a claim whose answer comes after its end.
+RECENT = 256
+RESOLVED = ("completed", "failed", "exception")
 
 
 class Worker:
@@ -52,6 +67,14 @@ class Worker:
         self._changed = asyncio.Event()  # a task finished, or the worker was told to stop
         self._draining = False
         self._exit_code = EXIT_DONE
+        self._check_now = asyncio.Event()  # the status check should run at its next tick
+        self._recent: OrderedDict[str, Any] = OrderedDict()  # taskId -> status heard on the bus
+        self.cancellations: CancellationListener | None = None
+        if config.events.startswith(("amqp://", "amqps://")):
+            c = config
+            self.cancellations = CancellationListener(
+                c.events, c.worker_group, c.worker_id, self._heard, on_bound=self._check_now.set
+            )
 
     # Stopping ------------------------------------------------------------------------------
 
@@ -111,16 +134,20 @@ class Worker:
             c.task_queue_id,
             c.capacity,
         )
-        watcher = asyncio.create_task(self._watch_statuses(), name="status-watcher")
+        watchers = [asyncio.create_task(self._watch_statuses(), name="status-watcher")]
+        if self.cancellations is not None:
+            watchers.append(asyncio.create_task(self.cancellations.run(), name="cancellation-listener"))
         try:
             await self._claim_loop()
             while self.running:
                 self._changed.clear()
                 await self._changed.wait()
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
+            for watcher in watchers:
+                watcher.cancel()
+            for watcher in watchers:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
         return self._exit_code
 
     async def _claim_loop(self) -> None:
@@ -188,18 +215,43 @@ class Worker:
         task = asyncio.create_task(go(), name=repr(run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if run.task_id in self._recent:  # its end was heard before the claim's answer came
+            _stop_if_not_running(run, self._recent[run.task_id], HEARD_FROM_BUS)
 
     # Cancellation --------------------------------------------------------------------------
 
+    def _heard(self, task_id: str, status: Any) -> None:
+        """A message from the bus about one of this worker's runs: stop it if it is over."""
+        self._recent[task_id] = status
+        self._recent.move_to_end(task_id)
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        for run in list(self.running.values()):
+            if run.task_id == task_id and not run.abort.event.is_set():
+                _stop_if_not_running(run, status, HEARD_FROM_BUS)
+
+    def _status_check_due(self, last: float) -> bool:
+        """Whether the status check runs now: always without a bus, as a safety net with one."""
+        if self._check_now.is_set() or self.cancellations is None or not self.cancellations.bound:
+            return True
+        return time.monotonic() - last >= max(SAFETY_INTERVAL, self.config.status_interval)
+
     async def _watch_statuses(self) -> None:
-        """Every status_interval, one call asks the status of every running task; a run that is no
-        longer running here (cancelled, expired, resolved elsewhere) is stopped at once."""
+        """One call asks the status of every running task; a run that is no longer running here
+        (cancelled, expired, resolved elsewhere) is stopped at once. Every status_interval, or
+        every SAFETY_INTERVAL while the bus tells of cancellations."""
         warned = False
+        last = time.monotonic()
         while True:
             await asyncio.sleep(self.config.status_interval)
+            if not self._status_check_due(last):
+                continue
             runs = {run.task_id: run for run in self.running.values() if not run.abort.event.is_set()}
+            self._check_now.clear()
+            last = time.monotonic()
             if not runs:
                 continue
+            log.debug("checking the status of %d running task(s)", len(runs))
             try:
                 statuses = await self.client.statuses(sorted(runs), self.creds)
             except Exception as exc:
@@ -211,13 +263,13 @@ class Worker:
                 _stop_if_not_running(runs[task_id], status)
 
 
-def _stop_if_not_running(run: TaskRun, status: Any) -> None:
+def _stop_if_not_running(run: TaskRun, status: Any, source: str = "") -> None:
     runs = status.get("runs", [])
     mine = runs[run.run_id] if run.run_id < len(runs) else None
-    if mine is None or mine.get("state") == "running":
-        return
+    if not isinstance(mine, dict) or mine.get("state") not in RESOLVED or run.abort.event.is_set():
+        return  # still running; or, in a message older than the claim, not even started
     why = f"{mine.get('state')}/{mine.get('reasonResolved')}"
-    log.info("%s: the run is %s; stopping it", run, why)
+    log.info("%s: the run is %s%s; stopping it", run, why, f" ({source})" if source else "")
     run.abort.set(CANCELED if mine.get("reasonResolved") == "canceled" else f"run {why}")
 
 

@@ -1,0 +1,188 @@
+"""`taskyard events tail` as a real process, following a real server's events through RabbitMQ."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import IO, Any
+
+import pytest
+import taskcluster
+
+from tests.conftest import need_rabbitmq
+from tests.e2e.bus import EVENTS_URL
+from tests.e2e.conftest import TASKYARD, Server, start_server
+from tests.e2e.helpers import claim_one, create, parse, slug
+
+TC = "exchange/taskcluster-queue/v1/"
+
+
+@pytest.fixture(scope="module")
+def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
+    """What the server stores does not matter here: SQLite."""
+    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    need_rabbitmq()
+    running = start_server(
+        module_db_url, tmp_path_factory.mktemp("server"), name="events", extra_args=["--events", EVENTS_URL]
+    )
+    yield running
+    running.stop()
+
+
+class Tail:
+    """`taskyard events tail ARGS...`, its output read line by line as it comes."""
+
+    def __init__(self, *args: str, stdout: int = subprocess.PIPE) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
+        env["TASKYARD_EVENTS"] = EVENTS_URL
+        self.process = subprocess.Popen(
+            [str(TASKYARD), "events", "tail", *args],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+        )
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._readers = [
+            self._read(stream, into)
+            for stream, into in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+            if stream is not None
+        ]
+        self.wait_until(lambda: any(line.startswith("following ") for line in self.err), "the bindings")
+
+    def _read(self, stream: IO[str], into: list[str]) -> threading.Thread:
+        def read() -> None:
+            for line in stream:
+                into.append(line.rstrip("\n"))
+
+        thread = threading.Thread(target=read, daemon=True)
+        thread.start()
+        return thread
+
+    def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+        give_up = time.monotonic() + timeout
+        while not condition():
+            assert self.process.poll() is None or condition(), (
+                f"tail exited {self.process.returncode}: {self.err}"
+            )
+            assert time.monotonic() < give_up, f"timed out waiting for {what}; out {self.out}, err {self.err}"
+            time.sleep(0.02)
+
+    def lines(self, count: int) -> list[str]:
+        self.wait_until(lambda: len(self.out) >= count, f"{count} lines")
+        return self.out[:count]
+
+    def finish(self, timeout: float = 30) -> int:
+        code = self.process.wait(timeout=timeout)
+        for reader in self._readers:
+            reader.join(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.finish()
+
+
+@pytest.fixture
+def tails() -> Iterator[list[Tail]]:
+    started: list[Tail] = []
+    yield started
+    for tail in started:
+        tail.stop()
+
+
+def test_each_event_is_one_readable_line(
+    server: Server, queue: taskcluster.Queue, tq: str, tails: list[Tail]
+) -> None:
+    provisioner, worker_type = tq.split("/")
+    tail = Tail(
+        "--exchange", "task-pending", "--exchange", "task-completed", f"primary.*.*.*.*.{provisioner}.#"
+    )
+    tails.append(tail)
+    create(queue, f"{provisioner}/other-type")  # matches: another worker type of the same provisioner
+    create(queue, f"x{provisioner}/{worker_type}")  # does not: another provisioner
+    task_id = create(queue, tq, schedulerId="tail-test", taskGroupId=(group := slug()))
+    claim = claim_one(queue, tq)
+    queue.reportCompleted(task_id, claim["runId"])
+    first, pending, completed = tail.lines(3)
+    assert first.split()[1] == "task-pending" and f".{provisioner}.other-type." in first
+    assert pending.split()[1:] == [
+        "task-pending",
+        f"primary.{task_id}.0._._.{provisioner}.{worker_type}.tail-test.{group}._",
+        "pending",
+    ]
+    assert completed.split()[1:] == [
+        "task-completed",
+        f"primary.{task_id}.0.e2e-wg.e2e-worker-1.{provisioner}.{worker_type}.tail-test.{group}._",
+        "completed",
+    ]
+    parse(completed.split()[0])  # an ISO 8601 time
+    assert tail.process.poll() is None  # it follows on until stopped
+
+
+def test_json_lines_on_the_original_exchanges(
+    server: Server, queue: taskcluster.Queue, tq: str, tails: list[Tail]
+) -> None:
+    provisioner = tq.split("/")[0]
+    tail = Tail("--json", "--exchange", "v1/queue:task-failed", f"*.*.*.*.{provisioner}.#")
+    text = Tail("--exchange", "v1/queue:task-failed", f"*.*.*.*.{provisioner}.#")
+    tails += [tail, text]
+    task_id = create(queue, tq)
+    queue.cancelTask(task_id)
+    (line,) = tail.lines(1)
+    event: dict[str, Any] = json.loads(line)
+    assert set(event) == {"time", "exchange", "routingKey", "cc", "body"}
+    assert event["exchange"] == "v1/queue:task-failed"
+    assert event["routingKey"].startswith(f"{task_id}.0._._.{provisioner}.")
+    assert event["body"]["status"]["runs"][0]["reasonResolved"] == "canceled"
+    assert text.lines(1)[0].split()[1:] == ["v1/queue:task-failed", event["routingKey"], "exception/canceled"]
+
+
+def test_ctrl_c_exits_130_quietly(server: Server, tails: list[Tail]) -> None:
+    tail = Tail()
+    tails.append(tail)
+    tail.process.send_signal(signal.SIGINT)
+    assert tail.finish() == 130
+    assert [line for line in tail.err if not line.startswith("following ")] == []
+
+
+def test_a_closed_pipe_ends_it_quietly(
+    server: Server, queue: taskcluster.Queue, tq: str, tails: list[Tail]
+) -> None:
+    provisioner = tq.split("/")[0]
+    reader, writer = os.pipe()
+    tail = Tail("--exchange", "task-defined", f"primary.*.*.*.*.{provisioner}.#", stdout=writer)
+    tails.append(tail)
+    os.close(writer)
+    create(queue, tq)
+    read = b""
+    while b"\n" not in read:  # one line, as `| head -1` reads it
+        assert select.select([reader], [], [], 60)[0], "no line came"
+        read += os.read(reader, 4096)
+    assert b" task-defined primary." in read
+    os.close(reader)  # then goes away
+    give_up = time.monotonic() + 60
+    while tail.process.poll() is None:  # the next event it writes finds the pipe closed
+        assert time.monotonic() < give_up, tail.err
+        create(queue, tq)
+        time.sleep(0.2)
+    assert tail.finish() == 141  # as a shell reports a process SIGPIPE ended
+    assert [line for line in tail.err if not line.startswith("following ")] == []
