@@ -6,12 +6,10 @@ from typing import Any
 
 from taskyard.api.routing import Call, Route, run_id
 from taskyard.model import paging, schema
+from taskyard.model.identifiers import IDENT, SLUGID
 from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.task_definition import PRIORITIES
 from taskyard.queue import claims, groups, inspect, tasks, workers
-
-IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
-SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
 
 TASK_IDS = schema.obj(
     {"taskIds": schema.array(schema.string(pattern=SLUGID), max_items=tasks.MAX_BULK_IDS)},

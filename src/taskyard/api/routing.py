@@ -15,11 +15,10 @@ from typing import Any
 from taskyard.api import authz
 from taskyard.model import schema
 from taskyard.model.errors import InvalidRequestArguments
+from taskyard.model.identifiers import IDENT, SLUGID, TASK_QUEUE_ID
 
 ScopeExpression = str | dict[str, list[Any]]
 
-SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
-IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 PARAM_PATTERNS = {
     "taskId": SLUGID,
     "taskGroupId": SLUGID,
@@ -27,7 +26,7 @@ PARAM_PATTERNS = {
     "workerType": IDENT,
     "workerGroup": IDENT,
     "workerId": IDENT,
-    "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
+    "taskQueueId": TASK_QUEUE_ID,
     "runId": r"^[1-9]*[0-9]+$",
     "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",
     "roleId": r"^[\x20-\x7e]+$",
