@@ -62,15 +62,18 @@ async def running(config: ServerConfig, *, background: bool = True) -> AsyncIter
         await storage.close()
         raise
     bus = await open_bus(config.events, profiles=config.event_profiles, root_url=config.root_url)
-    queue = Queue(storage, config.queue)
-    queue.blobs = blobs
-    livelogs.configure(queue, root_url=config.root_url, secret_key=config.secret_key)
-    queue.credentials_issuer = (
-        static.QUEUE_CLIENT_ID,
-        static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
-    )
     relay = OutboxRelay(storage, bus)
-    queue.events_committed = relay.kick
+    queue = Queue(
+        storage,
+        config.queue,
+        credentials_issuer=(
+            static.QUEUE_CLIENT_ID,
+            static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
+        ),
+        blobs=blobs,
+        live_log_urls=livelogs.StreamUrls(config.root_url, config.secret_key),
+        events_committed=relay.kick,
+    )
     await queue.start()
     tasks = [asyncio.create_task(relay.run(), name="outbox-relay")]
     if background:
