@@ -24,7 +24,7 @@ PATH = "/api/queue/v1/_blobs/{key:path}"
 
 
 def _store(services: Any) -> ServedStore:
-    store = services.queue.blobs if services.queue is not None else None
+    store = services.queue.blobs
     if not isinstance(store, ServedStore):
         raise ResourceNotFound("this deployment's blob store is not served here")
     return store

@@ -18,7 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from taskyard.api.errors import error_response
 from taskyard.model import digits
-from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound, TaskyardError
+from taskyard.model.errors import InvalidRequestArguments, TaskyardError
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 
@@ -57,15 +57,8 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
     gone.set()
 
 
-def _queue(services: Any) -> Queue:
-    if services.queue is None:
-        raise ResourceNotFound("this server has no queue")
-    queue: Queue = services.queue
-    return queue
-
-
 async def _get(services: Any, request: Request) -> Response:
-    queue = _queue(services)
+    queue: Queue = services.queue
     task_id, run = request.path_params["taskId"], request.path_params["runId"]
     run_id = digits.parse_whole(run, RUN_ID_DIGITS)
     if run_id is None:
