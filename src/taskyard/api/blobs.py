@@ -13,11 +13,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api.errors import error_response
+from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.model.errors import ResourceNotFound
 from taskyard.queue import artifacts
 
 PATH = "/api/queue/v1/_blobs/{key:path}"
@@ -69,16 +69,15 @@ async def _get(services: Any, request: Request) -> Response:
 
 
 def routes(services: Any) -> list[StarletteRoute]:
-    """The blob routes, answering a `TaskyardError` as TaskCluster's error body."""
+    """The blob routes; their error bodies name the call `blobPut` or `blobGet`."""
 
     def handler(method: str) -> Any:
         act = _put if method == "PUT" else _get
+        info = CallInfo(f"blob{method.title()}")
 
         async def handle(request: Request) -> Response:
-            try:
-                return await act(services, request)
-            except TaskyardError as exc:
-                return error_response(exc, method=f"blob{method.title()}", params={}, payload=None)
+            describe(request, info)
+            return await act(services, request)
 
         return handle
 

@@ -16,9 +16,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
-from taskyard.api.errors import error_response
+from taskyard.api.errors import CallInfo, describe
 from taskyard.model import digits
-from taskyard.model.errors import InvalidRequestArguments, TaskyardError
+from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 
@@ -70,13 +70,10 @@ async def _get(services: Any, request: Request) -> Response:
 
 
 def routes(services: Any) -> list[StarletteRoute]:
-    """The stream route, answering a `TaskyardError` as TaskCluster's error body."""
+    """The stream route; its error bodies name the call `liveLog`."""
 
     async def handle(request: Request) -> Response:
-        try:
-            return await _get(services, request)
-        except TaskyardError as exc:
-            params = {k: str(v) for k, v in request.path_params.items()}
-            return error_response(exc, method="liveLog", params=params, payload=None)
+        describe(request, CallInfo("liveLog", {k: str(v) for k, v in request.path_params.items()}))
+        return await _get(services, request)
 
     return [StarletteRoute(PATH, handle, methods=["GET"])]
