@@ -258,7 +258,7 @@ def routes_for(
 
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
-    routes = blobs.routes(services) + livelog_v1.routes(services)
+    routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
     routes += routes_for("/api/queue/v1", queue_v1.ROUTES + artifacts_v1.ROUTES, services)
     routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
     app = Starlette(

@@ -9,7 +9,6 @@ stays open, sending each chunk as it is appended, until the log is closed or its
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -57,8 +56,7 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
     gone.set()
 
 
-async def _get(services: Any, request: Request) -> Response:
-    queue: Queue = services.queue
+async def _get(queue: Queue, request: Request) -> Response:
     task_id, run = request.path_params["taskId"], request.path_params["runId"]
     run_id = digits.parse_whole(run, RUN_ID_DIGITS)
     if run_id is None:
@@ -69,11 +67,11 @@ async def _get(services: Any, request: Request) -> Response:
     return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0")
 
 
-def routes(services: Any) -> list[StarletteRoute]:
-    """The stream route; its error bodies name the call `liveLog`."""
+def routes(queue: Queue) -> list[StarletteRoute]:
+    """The stream route of `queue`'s live logs; its error bodies name the call `liveLog`."""
 
     async def handle(request: Request) -> Response:
         describe(request, CallInfo("liveLog", {k: str(v) for k, v in request.path_params.items()}))
-        return await _get(services, request)
+        return await _get(queue, request)
 
     return [StarletteRoute(PATH, handle, methods=["GET"])]
