@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from starlette.requests import Request
@@ -24,17 +23,16 @@ from taskyard.model import dates, slugid
 from taskyard.model.errors import TaskyardError
 
 log = logging.getLogger(__name__)
-_STATE_KEY = "taskyard_call"
+_SCOPE_KEY = "taskyard.call"  # where a request's scope holds its CallInfo
 
 
-@dataclass(frozen=True)
-class CallInfo:
+class CallInfo(NamedTuple):
     """What an error body's `requestInfo` says of the call being answered: TaskCluster's method
     name, the path parameters, and the payload once the body has been read (`echo` shows it as
     the method does, e.g. createTask's with its defaults filled in)."""
 
     method: str
-    params: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = {}  # a tuple's field: shared, never changed
     payload: Any = None
     echo: Callable[[Any], Any] | None = None
 
@@ -47,11 +45,11 @@ NO_CALL = CallInfo("")  # a request no route took: an unknown path, a method no 
 
 def describe(request: Request, info: CallInfo) -> None:
     """Let the error renderers say what call `request` is (see `CallInfo`)."""
-    setattr(request.state, _STATE_KEY, info)
+    request.scope[_SCOPE_KEY] = info
 
 
 def _described(scope: Scope) -> CallInfo:
-    info = scope.get("state", {}).get(_STATE_KEY)
+    info = scope.get(_SCOPE_KEY)
     return info if isinstance(info, CallInfo) else NO_CALL
 
 
