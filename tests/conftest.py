@@ -20,9 +20,11 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from taskyard.artifacts.port import BlobStore
 from taskyard.auth import static
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
@@ -32,6 +34,7 @@ from taskyard.events.port import Envelope
 from taskyard.events.profiles import TC_PREFIX
 from taskyard.model import dates
 from taskyard.model.messages import EXCHANGES, Message
+from taskyard.queue.livelogs import StreamUrls
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
@@ -240,11 +243,33 @@ async def auth(storage: Storage, clock: FakeClock) -> Auth:
     return service
 
 
-@pytest.fixture
-async def queue(storage: Storage, clock: FakeClock) -> AsyncIterator[Queue]:
+# The queue signs task credentials as the static queue client of ROOT_TOKEN, as `taskyard serve` does.
+QUEUE_ISSUER = (static.QUEUE_CLIENT_ID, static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID))
+
+
+def new_queue(storage: Storage, clock: FakeClock, **parts: Any) -> Queue:
+    """A queue on `storage` with the tests' settings; `parts` are more of Queue's arguments."""
     config = QueueConfig(claim_timeout=60, claim_work_timeout=0.5, resolver_interval=0.05)
-    q = Queue(storage, config, clock=clock)
-    q.credentials_issuer = ("static/taskyard/queue", "queue-token")
+    return Queue(storage, config, clock=clock, credentials_issuer=QUEUE_ISSUER, **parts)
+
+
+@pytest.fixture
+def blobs() -> BlobStore | None:
+    """The `queue` fixture's blob store: none, so s3 artifacts are refused. Modules override it."""
+    return None
+
+
+@pytest.fixture
+def live_log_urls() -> StreamUrls | None:
+    """The `queue` fixture's live-log URLs: none, so live logs are refused. Modules override it."""
+    return None
+
+
+@pytest.fixture
+async def queue(
+    storage: Storage, clock: FakeClock, blobs: BlobStore | None, live_log_urls: StreamUrls | None
+) -> AsyncIterator[Queue]:
+    q = new_queue(storage, clock, blobs=blobs, live_log_urls=live_log_urls)
     await q.start()
     yield q
 

@@ -41,6 +41,9 @@ DRIVERS = {
     "boto3": {"artifacts"},
     "botocore": {"artifacts"},
     "aiohttp": {"worker"},
+    # The web framework and the server stay at the edges: the HTTP API, and the command that serves it.
+    "starlette": {"api", "cli"},
+    "uvicorn": {"cli"},
 }
 
 
@@ -65,6 +68,13 @@ def test_package_imports_only_lower_layers(package: str) -> None:
                 assert target == package or target in ALLOWED[package], f"{path.name} imports {name}"
             elif top in DRIVERS:
                 assert package in DRIVERS[top], f"{path.name} imports the driver {name}"
+
+
+def test_single_modules_import_no_driver() -> None:
+    """`config.py`, `lockfile.py` and the version module sit beside the packages: no driver, no framework."""
+    for path in SRC.glob("*.py"):
+        for name in imports(path):
+            assert name.split(".")[0] not in DRIVERS, f"{path.name} imports the driver {name}"
 
 
 def test_services_import_only_the_storage_port() -> None:

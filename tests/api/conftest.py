@@ -249,13 +249,13 @@ def is_json_error(response: httpx.Response) -> bool:
 
 
 @pytest.fixture
+def live_log_urls() -> livelogs.StreamUrls:
+    """The API's queue streams live logs under BASE, as `taskyard serve` does under its root URL."""
+    return livelogs.StreamUrls(BASE, SECRET_KEY)
+
+
+@pytest.fixture
 def services(queue: Queue, auth: Auth) -> Services:
-    # The queue signs task credentials as the static queue client of this deployment's root token.
-    queue.credentials_issuer = (
-        static.QUEUE_CLIENT_ID,
-        static.derived_token(ROOT_TOKEN, static.QUEUE_CLIENT_ID),
-    )
-    livelogs.configure(queue, root_url=BASE, secret_key=SECRET_KEY)  # as `serve.running` does
     return Services(queue=queue, auth=auth)
 
 

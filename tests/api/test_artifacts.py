@@ -23,12 +23,16 @@ MAX_BYTES = 1000
 
 
 @pytest.fixture
-async def store(api: Api, tmp_path: Path, clock: FakeClock) -> AsyncIterator[LocalStore]:
-    local = LocalStore(
+def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
+    """The API's queue keeps s3 artifacts in a local store, served by the API itself."""
+    return LocalStore(
         str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=MAX_BYTES, clock=clock
     )
-    api.queue.blobs = local
-    yield local
+
+
+@pytest.fixture
+def store(blobs: LocalStore) -> LocalStore:
+    return blobs
 
 
 async def running_task(api: Api, **overrides: Any) -> tuple[str, Credentials]:

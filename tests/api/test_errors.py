@@ -1,17 +1,24 @@
-"""Error answers at the edge: TaskCluster's body shape, unknown routes and methods, bad JSON, big bodies."""
+"""Error answers at the edge: TaskCluster's body shape, unknown routes and methods, bad JSON, big bodies,
+unexpected failures."""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
+from taskyard.api import blobs, livelog_v1
+from taskyard.api.app import build_app
 from taskyard.model import dates, slugid
 from taskyard.storage.port import DatabaseUnavailable
 from tests.api.conftest import (
+    BASE,
     GOOD_PARAMS,
+    PREFIX,
     TASK_QUEUE_ID,
     Api,
     assert_error,
@@ -277,3 +284,42 @@ async def test_an_unavailable_database_is_503_with_retry_after(
         response = await (api.call(method, path) if body is None else api.call(method, path, body))
         assert_error(response, 503, "ServiceUnavailable", names=["restarting"])
         assert response.headers["retry-after"] == "2"
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "params"),
+    [
+        (f"/task/{GOOD_PARAMS['taskId']}/status", "status", {"taskId": GOOD_PARAMS["taskId"]}),
+        ("/_blobs/a/b/c", "blobGet", {}),
+        (f"/_livelog/{GOOD_PARAMS['taskId']}/0", "liveLog", {"taskId": GOOD_PARAMS["taskId"], "runId": "0"}),
+    ],
+)
+async def test_an_unexpected_error_is_a_500_with_an_incident_id_logged_once(
+    api: Api,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    path: str,
+    method: str,
+    params: dict[str, str],
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a secret the client must not see")
+
+    monkeypatch.setattr(api.queue.storage, "reader", broken)
+    monkeypatch.setattr(blobs, "_store", broken)
+    monkeypatch.setattr(livelog_v1, "_get", broken)
+    # Nothing may reach the server: it would log the exception a second time.
+    transport = httpx.ASGITransport(app=build_app(api.services), raise_app_exceptions=True)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        response = await client.get(BASE + PREFIX + path)
+    body = assert_error(response, 500, "InternalServerError")
+    incident = body["requestInfo"]["incidentId"]
+    assert slugid.is_valid(incident)
+    assert f"the incident id is {incident}" in body["message"]
+    assert "secret" not in response.text
+    assert body["requestInfo"]["method"] == method
+    assert body["requestInfo"]["params"] == params
+    assert body["requestInfo"]["payload"] is None
+    (logged,) = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert incident in logged.getMessage() and path in logged.getMessage()
+    assert logged.exc_info is not None and isinstance(logged.exc_info[1], RuntimeError)

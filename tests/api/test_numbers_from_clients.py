@@ -45,10 +45,14 @@ BAD_SIGNATURES = ["", "x", "%C2%B2", "s" * 5000]
 
 
 @pytest.fixture
-async def store(api: Api, tmp_path: Path, clock: FakeClock) -> LocalStore:
-    local = LocalStore(str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=1000, clock=clock)
-    api.queue.blobs = local
-    return local
+def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
+    """The API's queue keeps s3 artifacts in a local store, served by the API itself."""
+    return LocalStore(str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=1000, clock=clock)
+
+
+@pytest.fixture
+def store(blobs: LocalStore) -> LocalStore:
+    return blobs
 
 
 async def running_task(api: Api) -> tuple[str, Credentials]:

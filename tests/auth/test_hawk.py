@@ -777,14 +777,6 @@ async def test_role_expansion_seam() -> None:
     assert (await accepted(authorized, satisfies=lambda held, required: True)).scopes == ("assume:role-x",)
 
 
-def test_satisfies_all() -> None:
-    assert hawk.satisfies_all(["a*", "b"], ["abc", "b", "a"])
-    assert hawk.satisfies_all([], [])
-    assert not hawk.satisfies_all(["a"], ["a*"])
-    assert not hawk.satisfies_all(["foo:*:bing"], ["foo:bar:bing"])
-    assert hawk.satisfies_all(["*"], [""])
-
-
 def test_temporary_credentials_limits() -> None:
     with pytest.raises(ValueError, match="31 days"):
         hawk.temporary_credentials("tester", "no-secret", [], start_ms=0, expiry_ms=31 * 86400_000 + 1)

@@ -28,7 +28,7 @@ from taskyard.model.messages import EXCHANGES
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
-from tests.conftest import RABBITMQ_URL, FakeClock, need_rabbitmq
+from tests.conftest import RABBITMQ_URL, FakeClock, need_rabbitmq, new_queue
 from tests.e2e.conftest import start_server
 from tests.e2e.helpers import create, wait_for
 from tests.events.rabbit import Consumer, PrivateRabbit, Received, TcpProxy, eventually
@@ -49,15 +49,17 @@ def unique(prefix: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def relaying(queue: Queue, storage: Storage, url: str, **options: Any) -> AsyncIterator[AmqpBus]:
-    """An AMQP bus and the relay feeding it, as `taskyard serve` wires them."""
+async def relaying(
+    storage: Storage, clock: FakeClock, url: str, **options: Any
+) -> AsyncIterator[tuple[AmqpBus, Queue]]:
+    """An AMQP bus, the relay feeding it and a queue kicking the relay, as `taskyard serve` wires them."""
     bus = AmqpBus(url, Profiles(root_url=ROOT), **options)
     await bus.start()
     relay = OutboxRelay(storage, bus)
-    queue.events_committed = relay.kick
+    queue = new_queue(storage, clock, events_committed=relay.kick)
     task = asyncio.create_task(relay.run())
     try:
-        yield bus
+        yield bus, queue
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -89,7 +91,7 @@ def of_tasks(received: list[Received], *task_ids: str) -> list[Received]:
 
 
 async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
-    queue: Queue, storage: Storage, clock: FakeClock, rabbit_url: str
+    storage: Storage, clock: FakeClock, rabbit_url: str
 ) -> None:
     prov, scheduler, route = unique("prov"), unique("sched"), f"index.{unique('r')}.done"
     tc_all = Consumer(rabbit_url)
@@ -105,7 +107,7 @@ async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
 
     body = {"taskQueueId": f"{prov}/wt", "schedulerId": scheduler, "routes": [route]}
     done, failed, canceled = new_id(), new_id(), new_id()
-    async with relaying(queue, storage, rabbit_url) as bus:
+    async with relaying(storage, clock, rabbit_url) as (bus, queue):
         local: list[Envelope] = []
         for exchange in Profiles().exchanges():
             bus.subscribe(exchange, "#", local.append)
@@ -229,7 +231,6 @@ async def test_a_publish_whose_confirm_never_comes_keeps_its_events(
 
 
 async def test_a_broker_restart_loses_nothing(
-    queue: Queue,
     storage: Storage,
     clock: FakeClock,
     private_rabbit: PrivateRabbit,
@@ -243,7 +244,7 @@ async def test_a_broker_restart_loses_nothing(
         consumer.bind(TC_PREFIX + exchange, f"primary.*.*.*.*.{prov}.#")
     consumer.close()
     before, during = new_id(), new_id()
-    async with relaying(queue, storage, private_rabbit.url()) as bus:
+    async with relaying(storage, clock, private_rabbit.url()) as (bus, queue):
         await asyncio.wait_for(bus.wait_ready(), 30)
         await tasks.create_task(
             queue, before, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
@@ -282,7 +283,6 @@ async def test_a_broker_restart_loses_nothing(
 
 
 async def test_refused_credentials_log_one_line_until_they_work(
-    queue: Queue,
     storage: Storage,
     clock: FakeClock,
     private_rabbit: PrivateRabbit,
@@ -294,7 +294,7 @@ async def test_refused_credentials_log_one_line_until_they_work(
     consumer.bind(TC_PREFIX + "task-pending", f"primary.*.*.*.*.{prov}.#")
     task_id = new_id()
     url = private_rabbit.url(user, password)
-    async with relaying(queue, storage, url, min_backoff=0.05, max_backoff=0.2) as bus:
+    async with relaying(storage, clock, url, min_backoff=0.05, max_backoff=0.2) as (bus, queue):
         await tasks.create_task(
             queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
         )

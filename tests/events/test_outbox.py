@@ -18,7 +18,7 @@ from taskyard.model.messages import Message
 from taskyard.queue import tasks
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
-from tests.conftest import FakeClock, until
+from tests.conftest import FakeClock, new_queue, until
 from tests.queue.helpers import definition, new_id
 
 
@@ -67,12 +67,12 @@ async def test_a_failed_publish_rolls_the_delete_back(
 
 
 async def test_the_relay_waits_for_an_unavailable_bus_quietly(
-    queue: Queue, storage: Storage, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    storage: Storage, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     bus = FlakyBus()
     relay = OutboxRelay(storage, bus, idle_seconds=0.01)
-    queue.events_committed = relay.kick
+    queue = new_queue(storage, clock, events_committed=relay.kick)
     running = asyncio.create_task(relay.run())
     try:
         await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)

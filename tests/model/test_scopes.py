@@ -65,6 +65,10 @@ def test_star_is_literal_except_at_the_end() -> None:
     assert not scopes.satisfies(["a*b"], "axb")
     assert scopes.satisfies(["foo:**"], "foo:*123")
     assert scopes.satisfies(["*"], "anything at all")
+    assert scopes.satisfies_all(["a*", "b"], ["abc", "b", "a"])
+    assert not scopes.satisfies_all(["a"], ["a*"])
+    assert not scopes.satisfies_all(["foo:*:bing"], ["foo:bar:bing"])
+    assert scopes.satisfies_all(["*"], [""])
 
 
 @pytest.mark.parametrize(

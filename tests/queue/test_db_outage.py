@@ -22,7 +22,7 @@ from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import DatabaseUnavailable, Storage
-from tests.conftest import SECRET_KEY, until
+from tests.conftest import QUEUE_ISSUER, SECRET_KEY, until
 from tests.pgcluster import PgCluster
 from tests.queue.helpers import definition, new_id
 
@@ -68,7 +68,8 @@ async def test_a_claim_work_waiting_through_a_restart_finds_work_made_meanwhile(
 ) -> None:
     first, second = two_processes
     config = QueueConfig(claim_work_timeout=60)
-    waiting_queue, other_queue = Queue(first, config), Queue(second, config)
+    waiting_queue = Queue(first, config, credentials_issuer=QUEUE_ISSUER)
+    other_queue = Queue(second, config, credentials_issuer=QUEUE_ISSUER)
     await waiting_queue.start()
     waiting = asyncio.create_task(claims.claim_work(waiting_queue, TASK_QUEUE, WORKER, 1))
     try:

@@ -21,7 +21,7 @@ from taskyard.model.signed_urls import BadSignature
 from taskyard.queue import artifacts, claims, livelogs, resolvers, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
-from tests.conftest import FakeClock, Published, until
+from tests.conftest import QUEUE_ISSUER, FakeClock, Published, until
 from tests.queue.helpers import definition, new_id
 
 TQ = "test-prov/test-worker"
@@ -30,8 +30,12 @@ NAME = "public/logs/live.log"
 
 
 @pytest.fixture
+def live_log_urls() -> livelogs.StreamUrls:
+    return livelogs.StreamUrls(ROOT_URL + "/", "livelog-tests")
+
+
+@pytest.fixture
 def q(queue: Queue) -> Queue:
-    livelogs.configure(queue, root_url=ROOT_URL + "/", secret_key="livelog-tests")
     return queue
 
 
@@ -241,7 +245,7 @@ async def test_followers_in_another_process_wake(
     if not db_url.startswith("postgresql"):
         pytest.skip("only PostgreSQL shares notifications between processes")
     monkeypatch.setattr(livelogs, "RECHECK_SECONDS", 60.0)
-    other = Queue(await open_storage(db_url), QueueConfig(), clock=clock)
+    other = Queue(await open_storage(db_url), QueueConfig(), clock=clock, credentials_issuer=QUEUE_ISSUER)
     try:
         await other.start()
         task_id = await running_task(q, clock)

@@ -11,8 +11,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.worker import client as client_module
-from taskyard.worker.client import Credentials, QueueClient, Refused, Unreachable
+from taskyard.worker.client import Credentials, QueueClient
 
 CREDS = Credentials("static/taskyard/root", "secret-token")
 

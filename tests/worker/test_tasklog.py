@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from taskyard.model.client_errors import Refused
 from taskyard.worker import tasklog
-from taskyard.worker.client import Refused
 from taskyard.worker.tasklog import TaskLog
 
 TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from taskyard.model import dates
-from taskyard.worker.client import Refused, Unreachable
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.worker.payload import ArtifactSpec
 from taskyard.worker.uploads import ErrorArtifact, FileUpload, Problem, collect, upload_all
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Match
@@ -20,12 +21,12 @@ from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
 from taskyard.api import artifacts_v1, auth_v1, authz, blobs, livelog_v1, queue_v1
-from taskyard.api.errors import error_body, error_response
+from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
 from taskyard.auth import hawk, static
 from taskyard.auth.service import Auth
-from taskyard.model import dates, schema, slugid, task_definition
+from taskyard.model import dates, schema, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
     InputValidationError,
@@ -35,8 +36,6 @@ from taskyard.model.errors import (
     TaskyardError,
 )
 from taskyard.queue.service import Queue
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -162,10 +161,11 @@ async def _run_watching_disconnect(request: Request, call: Call, handler: Route)
             await watcher
 
 
-def echo_payload(route: Route, params: dict[str, str], body: Any) -> Any:
+def echo_payload(route: Route, params: dict[str, str]) -> Callable[[Any], Any] | None:
+    """How error bodies show the route's payload: createTask's with its defaults, others as sent."""
     if route.name == "createTask":
-        return task_definition.with_defaults(params.get("taskId", ""), body)
-    return body
+        return functools.partial(task_definition.with_defaults, params.get("taskId", ""))
+    return None
 
 
 def _check_path(path: str, params: dict[str, str]) -> None:
@@ -180,37 +180,32 @@ def _check_path(path: str, params: dict[str, str]) -> None:
 
 
 def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[Response]]:
+    """The route's handler, wrapped in the checks every call gets. Errors are answered by the
+    app's handlers (`api/errors.py`), which tell the call from what `describe()` was given."""
+
     async def handle(request: Request) -> Response:
         params = {k: str(v) for k, v in request.path_params.items()}
-        body: Any = None
-        try:
-            check_params(params)
-            _check_path(request.scope["path"], params)
-            raw = await read_body(request, services.max_body_bytes)
-            body = parse_json(raw, route)
-            who = await _authenticate(services, route, request, raw)
-            if route.input is not None:
-                schema.validate(route.input, body, where="body")
-            call = Call(route.name, params, dict(request.query_params), body, who, services, route.scopes)
-            call.scope_body = route.scope_body
-            if route.own_auth:
-                call.request = hawk_request(request, raw)
-            if route.scopes is not None and not route.loads:
-                call.authorize()
-            if route.long_poll:
-                result = await _run_watching_disconnect(request, call, route)
-            else:
-                result = await route.handler(call)
-            if route.scopes is not None and not call.authorized:
-                raise UncheckedScopes(f"{route.name} answered without checking its scopes")
-        except TaskyardError as exc:
-            return error_response(
-                exc, method=route.name, params=params, payload=echo_payload(route, params, body)
-            )
-        except Exception:
-            incident = slugid.nice()
-            log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
-            return _internal_error(route.name, params, incident)
+        describe(request, CallInfo(route.name, params))
+        check_params(params)
+        _check_path(request.scope["path"], params)
+        raw = await read_body(request, services.max_body_bytes)
+        body = parse_json(raw, route)
+        describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
+        who = await _authenticate(services, route, request, raw)
+        if route.input is not None:
+            schema.validate(route.input, body, where="body")
+        call = Call(route.name, params, dict(request.query_params), body, who, services, route.scopes)
+        call.scope_body = route.scope_body
+        if route.own_auth:
+            call.request = hawk_request(request, raw)
+        if route.scopes is not None and not route.loads:
+            call.authorize()
+        if route.long_poll:
+            result = await _run_watching_disconnect(request, call, route)
+        else:
+            result = await route.handler(call)
+        if route.scopes is not None and not call.authorized:
+            raise UncheckedScopes(f"{route.name} answered without checking its scopes")
         if isinstance(result, Reply):
             return json_response(result.body, result.status, result.headers)
         return json_response(result)
@@ -218,20 +213,14 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
     return handle
 
 
-def _internal_error(name: str, params: dict[str, str], incident: str) -> Response:
-    error = TaskyardError(f"internal error; the incident id is {incident}")
-    body = error_body(error, method=name, params=params, payload=None)
-    body["requestInfo"]["incidentId"] = incident
-    return json_response(body, 500)
-
-
 async def not_found(request: Request, exc: Exception) -> Response:
+    """The router's 404 and 405: no route takes this path with this method."""
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
     except InvalidRequestArguments as invalid:
         error = invalid  # a control character kept the path from matching its route
-    return json_response(error_body(error, method="", params={}, payload=None), error.status)
+    return render(error, NO_CALL)
 
 
 class RawPathRoute(StarletteRoute):
@@ -267,12 +256,16 @@ def routes_for(
     return found
 
 
-def build_app(services: Services, *, lifespan: Any = None) -> Starlette:
-    """The ASGI app serving every service under `/api/<service>/v1/`."""
-    routes = blobs.routes(services) + livelog_v1.routes(services)
+def build_app(services: Services) -> Starlette:
+    """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
+    routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
     routes += routes_for("/api/queue/v1", queue_v1.ROUTES + artifacts_v1.ROUTES, services)
     routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
-    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}, lifespan=lifespan)
+    app = Starlette(
+        routes=routes,
+        exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
+        middleware=[Middleware(UnexpectedErrors)],
+    )
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
     return app
 

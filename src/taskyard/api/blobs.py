@@ -7,24 +7,25 @@ queue is asked before the body is read, and again before the blob is kept.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api.errors import error_response
+from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model.errors import ResourceNotFound, TaskyardError
+from taskyard.model.errors import ResourceNotFound
 from taskyard.queue import artifacts
+from taskyard.queue.service import Queue
 
 PATH = "/api/queue/v1/_blobs/{key:path}"
 
 
-def _store(services: Any) -> ServedStore:
-    store = services.queue.blobs if services.queue is not None else None
+def _store(queue: Queue) -> ServedStore:
+    store = queue.blobs
     if not isinstance(store, ServedStore):
         raise ResourceNotFound("this deployment's blob store is not served here")
     return store
@@ -36,8 +37,8 @@ def _check_key(key: str) -> str:
     return key
 
 
-async def _put(services: Any, request: Request) -> Response:
-    store = _store(services)
+async def _put(queue: Queue, request: Request) -> Response:
+    store = _store(queue)
     key = _check_key(request.path_params["key"])
     content_type = request.headers.get("content-type", "")
     encoding = rules.encoding_of_header(request.headers.get("content-encoding"))
@@ -47,18 +48,18 @@ async def _put(services: Any, request: Request) -> Response:
     if target is None:  # signed, so never; but a key is no artifact until it says which
         raise ResourceNotFound("no such blob")
     task_id, run_id, name = target
-    await artifacts.check_upload(services.queue, task_id, run_id, name, token)
+    await artifacts.check_upload(queue, task_id, run_id, name, token)
 
     async def commit() -> None:
-        await artifacts.record_upload(services.queue, task_id, run_id, name, token)
+        await artifacts.record_upload(queue, task_id, run_id, name, token)
 
     stored_encoding = None if encoding == rules.IDENTITY else encoding
     await store.write(key, request.stream(), content_type, stored_encoding, commit)
     return Response(status_code=200)
 
 
-async def _get(services: Any, request: Request) -> Response:
-    store = _store(services)
+async def _get(queue: Queue, request: Request) -> Response:
+    store = _store(queue)
     key = _check_key(request.path_params["key"])
     store.verify_get(key, dict(request.query_params))
     blob = store.open(key)
@@ -68,17 +69,16 @@ async def _get(services: Any, request: Request) -> Response:
     return FileResponse(blob.path, headers=headers, stat_result=None)
 
 
-def routes(services: Any) -> list[StarletteRoute]:
-    """The blob routes, answering a `TaskyardError` as TaskCluster's error body."""
+def routes(queue: Queue) -> list[StarletteRoute]:
+    """The blob routes of `queue`'s store; their error bodies name the call `blobPut` or `blobGet`."""
 
-    def handler(method: str) -> Any:
+    def handler(method: str) -> Callable[[Request], Awaitable[Response]]:
         act = _put if method == "PUT" else _get
+        info = CallInfo(f"blob{method.title()}")
 
         async def handle(request: Request) -> Response:
-            try:
-                return await act(services, request)
-            except TaskyardError as exc:
-                return error_response(exc, method=f"blob{method.title()}", params={}, payload=None)
+            describe(request, info)
+            return await act(queue, request)
 
         return handle
 

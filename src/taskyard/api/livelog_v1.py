@@ -9,16 +9,15 @@ stays open, sending each chunk as it is appended, until the log is closed or its
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
-from taskyard.api.errors import error_response
+from taskyard.api.errors import CallInfo, describe
 from taskyard.model import digits
-from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound, TaskyardError
+from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 
@@ -57,15 +56,7 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
     gone.set()
 
 
-def _queue(services: Any) -> Queue:
-    if services.queue is None:
-        raise ResourceNotFound("this server has no queue")
-    queue: Queue = services.queue
-    return queue
-
-
-async def _get(services: Any, request: Request) -> Response:
-    queue = _queue(services)
+async def _get(queue: Queue, request: Request) -> Response:
     task_id, run = request.path_params["taskId"], request.path_params["runId"]
     run_id = digits.parse_whole(run, RUN_ID_DIGITS)
     if run_id is None:
@@ -76,14 +67,11 @@ async def _get(services: Any, request: Request) -> Response:
     return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0")
 
 
-def routes(services: Any) -> list[StarletteRoute]:
-    """The stream route, answering a `TaskyardError` as TaskCluster's error body."""
+def routes(queue: Queue) -> list[StarletteRoute]:
+    """The stream route of `queue`'s live logs; its error bodies name the call `liveLog`."""
 
     async def handle(request: Request) -> Response:
-        try:
-            return await _get(services, request)
-        except TaskyardError as exc:
-            params = {k: str(v) for k, v in request.path_params.items()}
-            return error_response(exc, method="liveLog", params=params, payload=None)
+        describe(request, CallInfo("liveLog", {k: str(v) for k, v in request.path_params.items()}))
+        return await _get(queue, request)
 
     return [StarletteRoute(PATH, handle, methods=["GET"])]

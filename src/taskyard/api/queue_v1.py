@@ -11,15 +11,13 @@ from typing import NotRequired, TypedDict
 
 from taskyard.api.routing import Body, Call, Route, run_id
 from taskyard.model import paging, schema
+from taskyard.model.identifiers import IDENT, SLUGID
 from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.scopes import Template
 from taskyard.model.status import ExceptionReason, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
 from taskyard.queue import claims, groups, inspect, tasks, workers
 from taskyard.queue.service import Queue, definition_of
-
-IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
-SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
 
 TASK_IDS = schema.obj(
     {"taskIds": schema.array(schema.string(pattern=SLUGID), max_items=tasks.MAX_BULK_IDS)},

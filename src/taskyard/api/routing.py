@@ -20,6 +20,7 @@ from taskyard.api import authz
 from taskyard.auth import hawk
 from taskyard.model import schema
 from taskyard.model.errors import InvalidRequestArguments
+from taskyard.model.identifiers import IDENT, SLUGID, TASK_QUEUE_ID
 from taskyard.model.scopes import Template
 from taskyard.model.types import JSONValue
 
@@ -30,8 +31,6 @@ ScopeExpression = Template
 Body = Mapping[str, object]  # a JSON object: its TypedDict says which
 B = TypeVar("B", bound=Mapping[str, object])
 
-SLUGID = r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$"
-IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 PARAM_PATTERNS = {
     "taskId": SLUGID,
     "taskGroupId": SLUGID,
@@ -39,7 +38,7 @@ PARAM_PATTERNS = {
     "workerType": IDENT,
     "workerGroup": IDENT,
     "workerId": IDENT,
-    "taskQueueId": r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$",
+    "taskQueueId": TASK_QUEUE_ID,
     "runId": r"^[1-9]*[0-9]+$",
     "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",
     "roleId": r"^[\x20-\x7e]+$",

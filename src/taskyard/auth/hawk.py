@@ -26,6 +26,7 @@ from typing import Any, TypedDict
 from taskyard.auth.nonces import Replayed, SeenRequests, TooOld
 from taskyard.model import slugid
 from taskyard.model.errors import AuthenticationFailed
+from taskyard.model.scopes import satisfies_all
 
 Satisfies = Callable[[Sequence[str], Sequence[str]], bool]
 Expand = Callable[[Sequence[str]], Sequence[str]]
@@ -155,16 +156,7 @@ class _Certificate:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Scopes: the simple default; roles come later through `expand`.
-
-
-def satisfies_all(held: Sequence[str], required: Sequence[str]) -> bool:
-    """Whether `held` satisfies every scope of `required` (exact, or a held `prefix*`)."""
-    return all(any(_scope_satisfies(h, r) for h in held) for r in required)
-
-
-def _scope_satisfies(held: str, required: str) -> bool:
-    return held == required or (held.endswith("*") and required.startswith(held[:-1]))
+# Scopes: satisfaction is `model.scopes.satisfies_all`; roles come later through `expand`.
 
 
 def _no_roles(scopes: Sequence[str]) -> Sequence[str]:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from taskyard.auth import hawk_client
 from taskyard.cli import http
 from taskyard.model import dates
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
 
 COMMANDS = ("client", "role", "scopes")
@@ -215,7 +216,10 @@ def main(
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=err)
         return 2
-    except (http.Refused, http.Unreachable, http.Failed) as exc:
+    except Refused as exc:
+        print(f"taskyard: {exc.message}", file=err)
+        return 1
+    except (Unreachable, http.Failed) as exc:
         print(f"taskyard: {exc}", file=err)
         return 1
     if args.json:

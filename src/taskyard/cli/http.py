@@ -1,7 +1,8 @@
 """A small HTTP client for a deployment's API: Hawk-signed JSON requests over the standard library.
 
-Failures come back as two errors only: `Refused` (the server answered with an error; its TaskCluster
-error body's `message` is kept) and `Unreachable` (no answer at all). Neither carries credentials.
+Failures come back as two errors only, the worker's too (`model/client_errors.py`): `Refused` (the
+server answered with an error; its TaskCluster error body's `message` is kept) and `Unreachable`
+(no answer at all). Neither carries credentials.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from taskyard.auth import hawk_client
+from taskyard.model import client_errors
+from taskyard.model.client_errors import Refused, Unreachable
 
 JSON_TYPE = "application/json"
 TIMEOUT = 60.0  # seconds for one request; the auth API answers in milliseconds
@@ -36,20 +39,6 @@ class Connection:
         """`<rootUrl>/api/<service>/v1<path>[?query]`."""
         tail = f"?{urlencode(query)}" if query else ""
         return f"{self.root_url}/api/{service}/v1{path}{tail}"
-
-
-class Refused(Exception):
-    """The server answered with an error status."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-class Unreachable(Exception):
-    """No usable answer: refused connection, unknown host, timeout, a reply that is not JSON."""
 
 
 def segment(value: str) -> str:
@@ -134,10 +123,4 @@ def why(reason: object) -> str:
 
 def refused(status: int, reason: object, raw: bytes) -> Refused:
     """The error TaskCluster's body `{code, message}` describes, or the bare status if there is none."""
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return Refused(status, str(body.get("code", "")), body["message"])
-    return Refused(status, "", f"HTTP {status} {reason}")
+    return client_errors.refused(status, raw, f"HTTP {status} {reason}")

@@ -24,6 +24,7 @@ from taskyard.cli.tasks import (
     open_url,
     status_of,
 )
+from taskyard.model.client_errors import Refused
 
 LIVE_LOG = "public/logs/live.log"
 WAIT = 1.0  # seconds between looks for a run or its log to appear
@@ -79,7 +80,7 @@ def _has_log(connection: http.Connection, args: argparse.Namespace, run_id: int)
         location_of(
             artifact_request(connection, args.task_id, args.name, run_id), connection.timeout, args.name
         )
-    except http.Refused as exc:
+    except Refused as exc:
         if exc.status == 404:
             return False
         raise

@@ -1,4 +1,9 @@
-"""Running the server: storage, queue, event relay, resolvers and the HTTP API in one process."""
+"""Running the server: storage, queue, event relay, resolvers and the HTTP API in one process.
+
+`running()` is the composition root: it opens and builds every object the server is made of,
+each one whole, in the order they need each other, and closes them in the reverse order.
+`serve()` opens it, then serves its app with uvicorn until a signal stops it.
+"""
 
 from __future__ import annotations
 
@@ -21,128 +26,84 @@ from taskyard.auth.service import Auth
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.events import open_bus
 from taskyard.events.outbox import OutboxRelay
-from taskyard.events.port import EventBus
 from taskyard.lockfile import Lock
 from taskyard.queue import livelogs, resolvers
 from taskyard.queue.service import Queue
+from taskyard.queue.signals import Followers
 from taskyard.storage import open_storage
 
 log = logging.getLogger(__name__)
+STARTUP_FAILURE = 3  # the exit status when the server cannot start, as uvicorn's for a taken port
 
 
-@dataclass
-class Running:
-    """A started deployment: what tests and `up` reach into."""
+@dataclass(frozen=True)
+class Deployment:
+    """A started server: the app that serves its API, and the live-log followers to end first
+    when it stops."""
 
-    queue: Queue
-    auth: Auth
-    bus: EventBus
-    relay: OutboxRelay
-    tasks: list[asyncio.Task[None]]
+    app: Starlette
+    live_log_followers: Followers
 
 
 @contextlib.asynccontextmanager
-async def running(config: ServerConfig, *, background: bool = True) -> AsyncIterator[Running]:
-    """Open storage and the bus, start the relay and resolvers; stop them all on exit."""
-    blobs = open_blob_store(
-        config.artifacts_url,
-        root_url=config.root_url,
-        secret_key=config.secret_key,
-        max_bytes=config.max_artifact_bytes,
-    )
-    storage = await open_storage(config.db_url)
-    auth = Auth(
-        storage,
-        secret_key=config.secret_key,
-        static_clients=static.static_clients(config.root_access_token),
-    )
-    try:
+async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
+    """Open storage, auth and the bus, build the queue and the app on them, and start the relay
+    and the background loops; on exit, stop the loops, then close the bus, then storage."""
+    async with contextlib.AsyncExitStack() as opened:
+        blobs = open_blob_store(
+            config.artifacts_url,
+            root_url=config.root_url,
+            secret_key=config.secret_key,
+            max_bytes=config.max_artifact_bytes,
+        )
+        storage = await open_storage(config.db_url)
+        opened.push_async_callback(storage.close)
+        auth = Auth(
+            storage,
+            secret_key=config.secret_key,
+            static_clients=static.static_clients(config.root_access_token),
+        )
         await auth.start()
-    except BaseException:
-        await storage.close()
-        raise
-    bus = await open_bus(config.events, profiles=config.event_profiles, root_url=config.root_url)
-    queue = Queue(storage, config.queue)
-    queue.blobs = blobs
-    livelogs.configure(queue, root_url=config.root_url, secret_key=config.secret_key)
-    queue.credentials_issuer = (
-        static.QUEUE_CLIENT_ID,
-        static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
-    )
-    relay = OutboxRelay(storage, bus)
-    queue.events_committed = relay.kick
-    await queue.start()
-    tasks = [asyncio.create_task(relay.run(), name="outbox-relay")]
-    if background:
-        tasks += resolvers.start_all(queue)
-        expiry = clients.expire_clients_forever(auth, config.queue.expiry_interval)
-        tasks.append(asyncio.create_task(expiry, name="client-expiry"))
-    try:
-        yield Running(queue, auth, bus, relay, tasks)
-    finally:
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await bus.close()
-        await storage.close()
+        bus = await open_bus(config.events, profiles=config.event_profiles, root_url=config.root_url)
+        opened.push_async_callback(bus.close)
+        relay = OutboxRelay(storage, bus)
+        queue = Queue(
+            storage,
+            config.queue,
+            credentials_issuer=(
+                static.QUEUE_CLIENT_ID,
+                static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
+            ),
+            blobs=blobs,
+            live_log_urls=livelogs.StreamUrls(config.root_url, config.secret_key),
+            events_committed=relay.kick,
+        )
+        await queue.start()
+        if config.bench_skip_auth:
+            log.warning(
+                "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"
+            )
+        services = Services(
+            queue, auth, max_body_bytes=config.queue.max_body_bytes, skip_auth=config.bench_skip_auth
+        )
+        app = build_app(services)
+        loops = [
+            asyncio.create_task(relay.run(), name="outbox-relay"),
+            *resolvers.start_all(queue),
+            asyncio.create_task(
+                clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
+            ),
+        ]
+        opened.push_async_callback(_stop, loops)
+        yield Deployment(app, queue.live_log_followers)
 
 
-def application(config: ServerConfig, started: asyncio.Event | None = None) -> Starlette:
-    """The ASGI app with its lifespan: opens everything at start-up, closes it at shutdown."""
-    services = Services(queue=None, auth=None)  # type: ignore[arg-type]  # both are set at start-up
-    services.max_body_bytes = config.queue.max_body_bytes
-    services.skip_auth = config.bench_skip_auth
-    if config.bench_skip_auth:
-        log.warning("TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with running(config) as deployment:
-            services.queue = deployment.queue
-            services.auth = deployment.auth
-            if started is not None:
-                started.set()
-            yield
-
-    app = build_app(services, lifespan=lifespan)
-    app.state.services = services  # for _Server.shutdown
-    return app
-
-
-class _Server(uvicorn.Server):
-    """uvicorn's server, but the first SIGINT or SIGTERM stops the local worker before the API: its
-    running tasks are resolved worker-shutdown (so they run again) while the API can still hear it."""
-
-    before_exit: Callable[[], Awaitable[None]] | None = None
-    _stopping = False
-    _loop: asyncio.AbstractEventLoop
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.before_exit is None or self._stopping:
-            super().handle_exit(sig, frame)
-            return
-        self._stopping = True
-        loop = self._loop
-
-        async def stop() -> None:
-            try:
-                assert self.before_exit is not None
-                await self.before_exit()
-            finally:
-                self.should_exit = True
-
-        loop.call_soon_threadsafe(lambda: loop.create_task(stop()))
-
-    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End live-log streams first: uvicorn waits for every open response before it stops, and
-        a follower's would otherwise stay open for as long as its task runs."""
-        app = self.config.app
-        queue = app.state.services.queue if isinstance(app, Starlette) else None
-        if queue is not None:
-            queue.live_log_followers.close()
-        await super().shutdown(sockets)
+async def _stop(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def serve(
@@ -154,63 +115,134 @@ async def serve(
 ) -> None:
     """Serve the API until interrupted; with `worker`, run that worker as a child process, which
     shares `lock` (the data directory's) so that it stays held until the worker is gone too."""
-    app = application(config)
-    server = _Server(
-        uvicorn.Config(
-            app, host=config.host, port=config.port, log_level="warning", access_log=False, lifespan="on"
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            deployment = await stack.enter_async_context(running(config))
+        except Exception:
+            log.exception("start-up failed")
+            raise SystemExit(STARTUP_FAILURE) from None
+        local_worker = None if worker is None else _LocalWorker(worker, lock)
+        server = _Server(
+            uvicorn.Config(
+                deployment.app,
+                host=config.host,
+                port=config.port,
+                log_level="warning",
+                access_log=False,
+                lifespan="off",  # the deployment is open before the server starts
+            ),
+            deployment,
+            close_deployment=stack.aclose,
+            local_worker=local_worker,
         )
-    )
-    server._loop = asyncio.get_running_loop()
 
-    async def start() -> None:
-        while not server.started:  # print only once the port is really ours
-            await asyncio.sleep(0.05)
-        if banner:
-            print(banner, flush=True)
-        if worker is not None:
-            await _run_local_worker(server, worker, lock)
+        async def start() -> None:
+            while not server.started:  # print only once the port is really ours
+                await asyncio.sleep(0.05)
+            if banner:
+                print(banner, flush=True)
+            if local_worker is not None:
+                code = await local_worker.run()
+                if not server.should_exit and not server.stopping:
+                    log.error("the local worker exited with status %s; the API goes on without it", code)
 
-    starting = asyncio.create_task(start())
-    try:
-        await server.serve()
-    finally:
-        starting.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await starting
+        starting = asyncio.create_task(start())
+        try:
+            await server.serve()
+        finally:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await starting
 
 
-async def _run_local_worker(server: _Server, config: WorkerConfig, lock: Lock | None) -> None:
+class _LocalWorker:
     """`taskyard worker` as a child process: a core of its own on a multi-core machine, and a task
     that upsets the worker can't take the API down. It is stopped with SIGTERM before the API
     (its tasks resolved worker-shutdown), and dies with this process in any case.
 
     It holds the data directory's lock too: if this process is killed outright, its worker still
     takes a moment to stop its tasks, and a new `up` must not start on the directory meanwhile."""
-    from taskyard.cli.worker import worker_process
 
-    command, env = worker_process(config)
-    child = await asyncio.create_subprocess_exec(
-        *command,
-        env=env,
-        start_new_session=True,
-        preexec_fn=_die_with_parent,
-        pass_fds=() if lock is None else (lock.fileno(),),
-    )
+    def __init__(self, config: WorkerConfig, lock: Lock | None) -> None:
+        self._config = config
+        self._lock = lock
+        self._child: asyncio.subprocess.Process | None = None  # while it runs
 
-    async def stop() -> None:
+    @property
+    def started(self) -> bool:
+        return self._child is not None
+
+    async def run(self) -> int:
+        """Start the worker and wait for it to exit; answer its exit status."""
+        from taskyard.cli.worker import worker_process
+
+        command, env = worker_process(self._config)
+        self._child = await asyncio.create_subprocess_exec(
+            *command,
+            env=env,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+            pass_fds=() if self._lock is None else (self._lock.fileno(),),
+        )
+        try:
+            return await self._child.wait()
+        except asyncio.CancelledError:
+            with contextlib.suppress(ProcessLookupError):
+                self._child.kill()
+            raise
+
+    async def stop(self) -> None:
+        """SIGTERM, then wait until it has exited."""
+        if self._child is None:
+            return
         with contextlib.suppress(ProcessLookupError):
-            child.terminate()
-        await child.wait()
+            self._child.terminate()
+        await self._child.wait()
 
-    server.before_exit = stop
-    try:
-        code = await child.wait()
-    except asyncio.CancelledError:
-        with contextlib.suppress(ProcessLookupError):
-            child.kill()
-        raise
-    if not server.should_exit and not server._stopping:
-        log.error("the local worker exited with status %s; the API goes on without it", code)
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, serving an open deployment, which it closes once it has stopped serving
+    (before uvicorn raises again the signal that stopped it). With a local worker, the first
+    SIGINT or SIGTERM stops the worker before the API: its running tasks are resolved
+    worker-shutdown (so they run again) while the API can still hear it."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        deployment: Deployment,
+        *,
+        close_deployment: Callable[[], Awaitable[None]],
+        local_worker: _LocalWorker | None,
+    ) -> None:
+        super().__init__(config)
+        self._followers = deployment.live_log_followers
+        self._close_deployment = close_deployment
+        self._local_worker = local_worker
+        self._loop = asyncio.get_running_loop()
+        self.stopping = False  # the local worker is being stopped
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        worker = self._local_worker
+        if worker is None or not worker.started or self.stopping:
+            super().handle_exit(sig, frame)
+            return
+        self.stopping = True
+
+        async def stop() -> None:
+            try:
+                await worker.stop()
+            finally:
+                self.should_exit = True
+
+        self._loop.call_soon_threadsafe(lambda: self._loop.create_task(stop()))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End live-log streams first: uvicorn waits for every open response before it stops, and
+        a follower's would otherwise stay open for as long as its task runs. Then close the
+        deployment: the loops, the bus, storage."""
+        self._followers.close()
+        await super().shutdown(sockets)
+        await self._close_deployment()
 
 
 def _die_with_parent() -> None:

@@ -25,6 +25,7 @@ import yaml
 
 from taskyard.cli import admin, http
 from taskyard.model import dates, slugid
+from taskyard.model.client_errors import Unreachable
 from taskyard.model.errors import ConfigError
 
 COMMANDS = ("task", "group")
@@ -313,7 +314,7 @@ def location_of(request: urllib.request.Request, timeout: float, name: str) -> s
         try:
             with urllib.request.build_opener(_Stay).open(request, timeout=timeout) as response:
                 response.read()
-                raise http.Unreachable(f"{http.where(request)} answered {response.status}, not a redirect")
+                raise Unreachable(f"{http.where(request)} answered {response.status}, not a redirect")
         except urllib.error.HTTPError as exc:
             with exc:
                 if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):

@@ -15,10 +15,11 @@ from typing import Any
 from taskyard.auth import static
 from taskyard.cli import admin, options
 from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.model import identifiers
 from taskyard.model.errors import ConfigError
 
-_TASK_QUEUE_ID = re.compile(r"[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?")
-_IDENT = re.compile(r"[a-zA-Z0-9-_]{1,38}")
+_TASK_QUEUE_ID = re.compile(identifiers.TASK_QUEUE_ID)
+_IDENT = re.compile(identifiers.IDENT)
 
 
 def default_worker_id() -> str:

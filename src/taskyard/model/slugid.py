@@ -6,8 +6,9 @@ import base64
 import re
 import uuid
 
-# A v4 UUID with its first bit clear ("nice" slugids), exactly the pattern TaskCluster checks.
-PATTERN = re.compile(r"^[A-Za-z0-9_-]{8}[Q-T][A-Za-z0-9_-][CGKOSWaeimquy26-][A-Za-z0-9_-]{10}[AQgw]$")
+from taskyard.model.identifiers import SLUGID
+
+PATTERN = re.compile(SLUGID)
 
 
 def nice() -> str:

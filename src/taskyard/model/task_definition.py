@@ -10,7 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypedDict, cast
 
-from taskyard.model import dates, errors, schema, slugid
+from taskyard.model import dates, errors, schema
+from taskyard.model.identifiers import IDENT, SLUGID, TASK_QUEUE_ID, WORKER_TYPE
 from taskyard.model.types import JSONObject, LooseJSON, Millis
 
 Priority = Literal["highest", "very-high", "high", "medium", "low", "very-low", "lowest"]
@@ -19,11 +20,6 @@ PRIORITIES: list[Priority] = ["highest", "very-high", "high", "medium", "low", "
 REQUIRES: list[Requires] = ["all-completed", "all-resolved"]
 MAX_DEPENDENCIES = 10000
 CLOCK_SKEW = 15 * dates.MINUTE  # how far `created` may stray from now, and the grace on the deadline
-
-IDENTIFIER_PATTERN = r"^[a-zA-Z0-9-_]{1,38}$"
-WORKER_TYPE_PATTERN = r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
-TASK_QUEUE_ID_PATTERN = r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
-_SLUGID_PATTERN = slugid.PATTERN.pattern
 
 _METADATA = schema.obj(
     {
@@ -38,15 +34,13 @@ _METADATA = schema.obj(
 
 REQUEST = schema.obj(
     {
-        "provisionerId": schema.string(pattern=IDENTIFIER_PATTERN),
-        "workerType": schema.string(pattern=WORKER_TYPE_PATTERN),
-        "taskQueueId": schema.string(pattern=TASK_QUEUE_ID_PATTERN),
+        "provisionerId": schema.string(pattern=IDENT),
+        "workerType": schema.string(pattern=WORKER_TYPE),
+        "taskQueueId": schema.string(pattern=TASK_QUEUE_ID),
         "schedulerId": schema.string(pattern=r"^([a-zA-Z0-9-_]*)$", min_length=1, max_length=38),
         "projectId": schema.string(pattern=r"^([a-zA-Z0-9._/-]*)$", min_length=1, max_length=500),
-        "taskGroupId": schema.string(pattern=_SLUGID_PATTERN),
-        "dependencies": schema.array(
-            schema.string(pattern=_SLUGID_PATTERN), max_items=MAX_DEPENDENCIES, unique=True
-        ),
+        "taskGroupId": schema.string(pattern=SLUGID),
+        "dependencies": schema.array(schema.string(pattern=SLUGID), max_items=MAX_DEPENDENCIES, unique=True),
         "requires": schema.enum(*REQUIRES),
         "routes": schema.array(schema.string(min_length=1, max_length=249), max_items=64, unique=True),
         "priority": schema.enum(*PRIORITIES),

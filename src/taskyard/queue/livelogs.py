@@ -87,23 +87,31 @@ class Head:
     expires: Millis
 
 
-def configure(q: Queue, *, root_url: str, secret_key: str) -> None:
-    """Let `q` hand out stream URLs under `root_url`, signed with a key derived from `secret_key`."""
-    q.root_url = root_url.rstrip("/")
-    q.live_log_signer = signed_urls.Signer(secret_key, URL_PURPOSE)
+class StreamUrls:
+    """Where live logs are streamed (under the deployment's root URL), and what signs those URLs:
+    a key derived from the deployment's secret key."""
+
+    def __init__(self, root_url: str, secret_key: str) -> None:
+        self.root_url = root_url.rstrip("/")
+        self.signer = signed_urls.Signer(secret_key, URL_PURPOSE)
+
+
+def _urls(q: Queue) -> StreamUrls:
+    if q.live_log_urls is None:
+        raise Unavailable("this deployment cannot sign live-log URLs")
+    return q.live_log_urls
 
 
 def _signer(q: Queue) -> signed_urls.Signer:
-    if q.live_log_signer is None:
-        raise Unavailable("this deployment cannot sign live-log URLs")
-    return q.live_log_signer
+    return _urls(q).signer
 
 
 def stream_url(q: Queue, task_id: str, run_id: int, expires: Millis) -> str:
     """The signed URL streaming the run's live log until `expires`."""
-    signature = _signer(q).sign((task_id, str(run_id), str(expires)))
+    urls = _urls(q)
+    signature = urls.signer.sign((task_id, str(run_id), str(expires)))
     query = urlencode({"e": expires, "s": signature})
-    return f"{q.root_url}{STREAM_PREFIX}{task_id}/{run_id}?{query}"
+    return f"{urls.root_url}{STREAM_PREFIX}{task_id}/{run_id}?{query}"
 
 
 def verify_url(q: Queue, task_id: str, run_id: str, query: Mapping[str, str]) -> None:

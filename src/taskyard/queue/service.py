@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
@@ -29,12 +29,14 @@ from taskyard.model.guard import Guard
 from taskyard.model.messages import Message
 from taskyard.model.metrics import Counters
 from taskyard.model.runs import Change, TaskRecord
-from taskyard.model.signed_urls import Signer
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
 from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
+
+if TYPE_CHECKING:  # livelogs builds on this module
+    from taskyard.queue.livelogs import StreamUrls
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
@@ -53,26 +55,42 @@ class RaceLost(Exception):
     """Another writer changed the task between our read and our conditional update."""
 
 
-class Queue:
-    """Everything the queue's operations share: storage, clock, configuration, wake-ups."""
+def _nothing() -> None:
+    pass
 
-    def __init__(self, storage: Storage, config: QueueConfig, *, clock: Clock = dates.now_ms) -> None:
+
+class Queue:
+    """Everything the queue's operations share: storage, clock, configuration, wake-ups.
+
+    Built whole: `credentials_issuer` signs the temporary credentials handed out with claims
+    (clientId, accessToken); `blobs` holds s3-type artifacts' bytes (None: s3 artifacts are
+    refused); `live_log_urls` makes and checks live-log stream URLs (None: live logs are
+    refused); `events_committed` is called after every commit that wrote events (the outbox
+    relay's kick).
+    """
+
+    def __init__(
+        self,
+        storage: Storage,
+        config: QueueConfig,
+        *,
+        credentials_issuer: tuple[str, str],
+        clock: Clock = dates.now_ms,
+        blobs: BlobStore | None = None,
+        live_log_urls: StreamUrls | None = None,
+        events_committed: Callable[[], None] = _nothing,
+    ) -> None:
         self.storage = storage
         self.config = config
         self.clock = clock
+        self.credentials_issuer = credentials_issuer
+        self.blobs = blobs
+        self.live_log_urls = live_log_urls
+        self.events_committed = events_committed
         self.signals = PendingSignals()
-        self.events_committed: Callable[[], None] = lambda: None
         self.resolutions_committed = asyncio.Event()
         self.seen_writes: dict[str, int] = {}
-        # Who signs the temporary credentials handed out with claims: (clientId, accessToken).
-        self.credentials_issuer: tuple[str, str] = ("", "")
-        # Where s3-type artifacts' bytes go; None: the deployment refuses s3 artifacts.
-        self.blobs: BlobStore | None = None
-        # Live logs: who follows which run's log, and what signs the stream URLs (under root_url);
-        # set by `livelogs.configure`. Without a signer, live logs are refused.
-        self.live_log_followers = Followers()
-        self.live_log_signer: Signer | None = None
-        self.root_url = ""
+        self.live_log_followers = Followers()  # who follows which run's live log
         # What this process counts about itself, for a metrics endpoint to read.
         self.metrics = Counters()
         # Per background job, the rows it failed on and holds back for a while (see `set_aside`).

@@ -7,15 +7,15 @@ from typing import NotRequired, TypedDict
 
 import orjson
 
-from taskyard.model import dates, paging
+from taskyard.model import dates, identifiers, paging
 from taskyard.model.errors import InputError, InvalidRequestArguments, ResourceNotFound
 from taskyard.model.guard import Guard
 from taskyard.queue import service
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx
 
-IDENT = re.compile(r"^[a-zA-Z0-9-_]{1,38}$")
-TASK_QUEUE_ID = re.compile(r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$")
+IDENT = re.compile(identifiers.IDENT)
+TASK_QUEUE_ID = re.compile(identifiers.TASK_QUEUE_ID)
 RECENT_TASKS = 20
 # Writes of lastDateActive for a task queue are throttled to one per this many ms per process.
 TASK_QUEUE_WRITE_EVERY = 60 * dates.SECOND

@@ -26,7 +26,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -34,6 +34,7 @@ import asyncpg
 
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
+from taskyard.storage._session import BaseSession
 from taskyard.storage.port import (
     DatabaseUnavailable,
     Listener,
@@ -105,13 +106,7 @@ def wrap_db_errors() -> Iterator[None]:
         raise DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
 
 
-class _Session:
-    def __init__(self, conn: asyncpg.Connection, queries: dict[str, str]) -> None:
-        self._conn = conn
-        self._queries = queries
-        self._notes: list[tuple[str, str]] = []
-        self._callbacks: list[Callable[[], None]] = []
-
+class _Session(BaseSession[asyncpg.Connection]):
     async def execute(self, name: str, *args: object) -> int:
         with wrap_db_errors():
             tag = await self._conn.execute(self._queries[name], *args)
@@ -134,12 +129,6 @@ class _Session:
     async def fetchval(self, name: str, *args: object) -> Any:
         with wrap_db_errors():
             return await self._conn.fetchval(self._queries[name], *args)
-
-    def notify(self, channel: str, payload: str) -> None:
-        self._notes.append((channel, payload))
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
 
 
 class PostgresStorage:
@@ -233,7 +222,7 @@ class PostgresStorage:
             try:
                 with wrap_db_errors():
                     # Notifications ride in the same round trip as COMMIT, and are sent by it.
-                    await conn.execute(self._notify_sql(session._notes) + "COMMIT")
+                    await conn.execute(self._notify_sql(session.notes) + "COMMIT")
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
                     raise
@@ -247,19 +236,13 @@ class PostgresStorage:
             raise
         finally:
             await self._release(pool, conn, broken=broken)
-        self._deliver(session)
+        session.deliver(self._dispatch)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
         return "".join(
             f"SELECT pg_notify({_literal(channel)}, {_literal(f'{self._token}:{payload}')}); "
             for channel, payload in notes
         )
-
-    def _deliver(self, session: _Session) -> None:
-        for channel, payload in session._notes:
-            self._dispatch(channel, payload)
-        for callback in session._callbacks:
-            callback()
 
     def _dispatch(self, channel: str, payload: str | None) -> None:
         for listener in self._listeners.get(channel, ()):

@@ -7,7 +7,7 @@ import contextlib
 import json
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ import aiosqlite
 
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
+from taskyard.storage._session import BaseSession
 from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
 
 _PARAM = re.compile(r"\$(\d+)")
@@ -66,13 +67,7 @@ def _args(args: Sequence[object]) -> tuple[object, ...]:
     return tuple(json.dumps(a) if isinstance(a, list | tuple) else a for a in args)
 
 
-class _Session:
-    def __init__(self, conn: aiosqlite.Connection, queries: dict[str, str]) -> None:
-        self._conn = conn
-        self._queries = queries
-        self._notes: list[tuple[str, str]] = []
-        self._callbacks: list[Callable[[], None]] = []
-
+class _Session(BaseSession[aiosqlite.Connection]):
     async def execute(self, name: str, *args: object) -> int:
         with wrap_db_errors():
             cursor = await self._conn.execute(self._queries[name], _args(args))
@@ -94,12 +89,6 @@ class _Session:
     async def fetchval(self, name: str, *args: object) -> Any:
         row = await self.fetchrow(name, *args)
         return None if row is None else row[0]  # type: ignore[index]
-
-    def notify(self, channel: str, payload: str) -> None:
-        self._notes.append((channel, payload))
-
-    def after_commit(self, callback: Callable[[], None]) -> None:
-        self._callbacks.append(callback)
 
 
 async def _uncancellable(statement: Awaitable[object]) -> None:
@@ -190,14 +179,11 @@ class SQLiteStorage:
             except BaseException:
                 await _uncancellable(_rollback(writer))
                 raise
-        self._deliver(session)
+        session.deliver(self._dispatch)
 
-    def _deliver(self, session: _Session) -> None:
-        for channel, payload in session._notes:
-            for listener in self._listeners.get(channel, ()):
-                listener(payload)
-        for callback in session._callbacks:
-            callback()
+    def _dispatch(self, channel: str, payload: str) -> None:
+        for listener in self._listeners.get(channel, ()):
+            listener(payload)
 
     @asynccontextmanager
     async def reader(self) -> AsyncIterator[_Session]:

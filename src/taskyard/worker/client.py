@@ -2,7 +2,7 @@
 
 Transient failures (no connection, a timeout, a 5xx) are retried with backoff a few times, so a
 restarting server or a busy database costs a task nothing. Any other refusal comes back at once
-as `Refused` with the status, TaskCluster's error code and its message.
+as `Refused` with the status, TaskCluster's error code and its message (`model/client_errors.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import aiohttp
 import orjson
 
 from taskyard.auth import hawk_client
+from taskyard.model import client_errors
+from taskyard.model.client_errors import Refused, Unreachable
 
 log = logging.getLogger(__name__)
 JSON_TYPE = "application/json"
@@ -40,20 +42,6 @@ class Credentials:
     def from_claim(value: Any) -> Credentials:
         cert = value.get("certificate")
         return Credentials(value["clientId"], value["accessToken"], cert or None)
-
-
-class Refused(Exception):
-    """The server answered with an error status (after retries, for a 5xx)."""
-
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(f"{status} {code}: {message}" if code else f"{status}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-
-
-class Unreachable(Exception):
-    """No answer from the server after every retry."""
 
 
 def segment(value: str) -> str:
@@ -173,14 +161,8 @@ def _authorization(method: str, url: str, data: bytes | None, creds: Credentials
 
 
 def _refused(status: int, reason: str, content: bytes) -> Refused:
-    try:
-        body = orjson.loads(content)
-    except orjson.JSONDecodeError:
-        body = None
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return Refused(status, str(body.get("code", "")), body["message"])
-    text = content[:200].decode(errors="replace").strip() or reason
-    return Refused(status, "", text)
+    """Refused (after retries, for a 5xx), with the error body's message or the start of the body."""
+    return client_errors.refused(status, content, content[:200].decode(errors="replace").strip() or reason)
 
 
 def _backoff(attempt: int) -> float:

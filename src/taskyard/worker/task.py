@@ -20,9 +20,10 @@ from typing import Any
 
 from taskyard.config import WorkerConfig
 from taskyard.model import dates
+from taskyard.model.client_errors import Refused
 from taskyard.worker import payload as payloads
 from taskyard.worker import uploads
-from taskyard.worker.client import Credentials, QueueClient, Refused
+from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.runner import Abort, Result, run_commands
 from taskyard.worker.tasklog import TaskLog
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from taskyard.model import dates
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.worker import content
-from taskyard.worker.client import Refused, Unreachable
 from taskyard.worker.payload import ArtifactSpec
 
 PARALLEL = 10
