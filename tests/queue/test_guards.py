@@ -48,9 +48,9 @@ class _CountingSession:
         if name not in ("execute", "executemany", "fetch", "fetchrow", "fetchval"):
             return found
 
-        async def counted(query: str, *args: object) -> Any:
+        async def counted(query: str, *args: object, **params: object) -> Any:
             self._counts[query] += 1
-            return await found(query, *args)
+            return await found(query, *args, **params)
 
         return counted
 

@@ -160,13 +160,13 @@ async def create_client(auth: Auth, client_id: str, spec: ClientSpec, *, guard: 
     async with auth.change() as tx:
         inserted = await tx.execute(
             "insert_client",
-            client_id,
-            spec.description,
-            _dumps(scopes),
-            new_salt(),
-            spec.expires,
-            spec.delete_on_expiration,
-            now,
+            client_id=client_id,
+            description=spec.description,
+            scopes=_dumps(scopes),
+            token_salt=new_salt(),
+            expires=spec.expires,
+            delete_on_expiration=spec.delete_on_expiration,
+            now=now,
         )
         row = await tx.fetchrow("get_client", client_id)
         assert row is not None
@@ -203,12 +203,12 @@ async def update_client(auth: Auth, client_id: str, spec: ClientSpec, *, guard: 
         guard(scopesAdded=[s for s in scopes if s not in current.scopes])
         await tx.execute(
             "update_client",
-            client_id,
-            spec.description,
-            _dumps(scopes),
-            spec.expires,
-            spec.delete_on_expiration,
-            auth.clock(),
+            client_id=client_id,
+            description=spec.description,
+            scopes=_dumps(scopes),
+            expires=spec.expires,
+            delete_on_expiration=spec.delete_on_expiration,
+            now=auth.clock(),
         )
         return await _require(tx, client_id)
 

@@ -121,9 +121,17 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
     if stored.storage_type == "s3":  # a new URL to upload with, replacing any earlier one
         stored = replace(stored, upload_token=secrets.token_urlsafe(UPLOAD_TOKEN_BYTES))
     await tx.execute(
-        "put_artifact", task_id, run_id, new.name, stored.storage_type, stored.content_type,
-        stored.expires, service.dumps(stored.details), True, stored.upload_token,
-    )  # fmt: skip
+        "put_artifact",
+        task_id=task_id,
+        run_id=run_id,
+        artifact_name=new.name,
+        storage_type=stored.storage_type,
+        content_type=stored.content_type,
+        expires=stored.expires,
+        details=service.dumps(stored.details),
+        present=True,
+        upload_token=stored.upload_token,
+    )
     if stored.storage_type != "s3":  # s3 uploads happen later, elsewhere: TaskCluster announces none
         worker = (run["workerGroup"], run["workerId"])
         extra = {"artifact": _announced(stored)}

@@ -138,24 +138,24 @@ def definition_of(rec: TaskRecord) -> TaskDefinition:
 async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
     await tx.execute(
         "insert_task",
-        rec.task_id,
-        rec.task_group_id,
-        rec.scheduler_id,
-        rec.project_id,
-        rec.task_queue_id,
-        rec.priority,
-        rec.requires,
-        rec.retries_left,
-        rec.created,
-        rec.deadline,
-        rec.expires,
-        dumps(rec.definition),
-        dumps(rec.runs),
-        rec.state,
-        rec.taken_until,
-        rec.claimed_at,
-        rec.ever_resolved,
-        rec.version,
+        task_id=rec.task_id,
+        task_group_id=rec.task_group_id,
+        scheduler_id=rec.scheduler_id,
+        project_id=rec.project_id,
+        task_queue_id=rec.task_queue_id,
+        priority=rec.priority,
+        requires=rec.requires,
+        retries_left=rec.retries_left,
+        created=rec.created,
+        deadline=rec.deadline,
+        expires=rec.expires,
+        definition=dumps(rec.definition),
+        runs=dumps(rec.runs),
+        state=rec.state,
+        taken_until=rec.taken_until,
+        claimed_at=rec.claimed_at,
+        ever_resolved=rec.ever_resolved,
+        version=rec.version,
     )
 
 
@@ -165,16 +165,16 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
     if change.changed:
         updated = await tx.execute(
             "update_task",
-            rec.task_id,
-            old_version,
-            dumps(rec.runs),
-            rec.state,
-            rec.retries_left,
-            rec.taken_until,
-            rec.claimed_at,
-            rec.ever_resolved,
-            rec.priority,
-            rec.version,
+            task_id=rec.task_id,
+            old_version=old_version,
+            runs=dumps(rec.runs),
+            state=rec.state,
+            retries_left=rec.retries_left,
+            taken_until=rec.taken_until,
+            claimed_at=rec.claimed_at,
+            ever_resolved=rec.ever_resolved,
+            priority=rec.priority,
+            version=rec.version,
         )
         if updated != 1:
             raise RaceLost(rec.task_id)
@@ -194,7 +194,13 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     """Put a pending run in the claim index and wake a waiting worker once this commits."""
     priority = task_definition.priority_rank(rec.priority)
     await tx.execute(
-        "insert_pending", rec.task_id, run_id, rec.task_queue_id, priority, q.clock(), rec.deadline
+        "insert_pending",
+        task_id=rec.task_id,
+        run_id=run_id,
+        task_queue_id=rec.task_queue_id,
+        priority=priority,
+        inserted=q.clock(),
+        deadline=rec.deadline,
     )
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 

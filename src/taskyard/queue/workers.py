@@ -156,14 +156,15 @@ async def seen_tx(
     recent = (recent + [{"taskId": t, "runId": r} for t, r in claimed])[-RECENT_TASKS:]
     await tx.execute(
         "upsert_worker",
-        task_queue_id,
-        *worker,
-        row["first_claim"] if row else now,
-        now,
-        max(now + dates.DAY, row["expires"] if row else 0),
-        row["quarantine_until"] if row else None,
-        row["quarantine_details"] if row else "[]",
-        service.dumps(recent),
+        task_queue_id=task_queue_id,
+        worker_group=worker[0],
+        worker_id=worker[1],
+        first_claim=row["first_claim"] if row else now,
+        last_date_active=now,
+        expires=max(now + dates.DAY, row["expires"] if row else 0),
+        quarantine_until=row["quarantine_until"] if row else None,
+        quarantine_details=row["quarantine_details"] if row else "[]",
+        recent_tasks=service.dumps(recent),
     )
 
 
@@ -356,14 +357,15 @@ async def quarantine_worker(
         )
         await tx.execute(
             "upsert_worker",
-            task_queue_id,
-            *worker,
-            row["first_claim"],
-            row["last_date_active"],
-            max(row["expires"], now + dates.DAY),
-            until,
-            service.dumps(details),
-            row["recent_tasks"],
+            task_queue_id=task_queue_id,
+            worker_group=worker[0],
+            worker_id=worker[1],
+            first_claim=row["first_claim"],
+            last_date_active=row["last_date_active"],
+            expires=max(row["expires"], now + dates.DAY),
+            quarantine_until=until,
+            quarantine_details=service.dumps(details),
+            recent_tasks=row["recent_tasks"],
         )
     return await get_worker(q, task_queue_id, worker)
 
@@ -382,13 +384,14 @@ async def declare_worker(
         row = await tx.fetchrow("get_worker", task_queue_id, *worker)
         await tx.execute(
             "upsert_worker",
-            task_queue_id,
-            *worker,
-            row["first_claim"] if row else now,
-            now,
-            expires,
-            row["quarantine_until"] if row else None,
-            row["quarantine_details"] if row else "[]",
-            row["recent_tasks"] if row else "[]",
+            task_queue_id=task_queue_id,
+            worker_group=worker[0],
+            worker_id=worker[1],
+            first_claim=row["first_claim"] if row else now,
+            last_date_active=now,
+            expires=expires,
+            quarantine_until=row["quarantine_until"] if row else None,
+            quarantine_details=row["quarantine_details"] if row else "[]",
+            recent_tasks=row["recent_tasks"] if row else "[]",
         )
     return await get_worker(q, task_queue_id, worker)

@@ -2,7 +2,9 @@
 
 A query file holds blocks that each start with a line `-- name: <query_name>`. The shared file
 `queries.sql` is read first, then the dialect's own `queries.<dialect>.sql` overrides names.
-Parameters are written `$1, $2 ...` in every dialect.
+Parameters are written `$1, $2 ...` in every dialect, or by name, `:task_id`, in a query that
+takes many: loading numbers them (`$1` for the first name to appear), and `parameter_names` says
+which name is which, so that a call passes them by keyword and can't misorder them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
+_NAMED_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")  # `:name`, not a `::type` cast
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -22,11 +25,35 @@ def _read(path: str) -> str:
     return resources.files("taskyard.storage").joinpath(path).read_text(encoding="utf-8")
 
 
-def load(dialect: str) -> dict[str, str]:
-    """Every named query for `dialect` ('sqlite' or 'postgres')."""
+def _texts(dialect: str) -> dict[str, str]:
     queries = _parse(_read("sql/queries.sql"))
     queries.update(_parse(_read(f"sql/queries.{dialect}.sql")))
     return queries
+
+
+def load(dialect: str) -> dict[str, str]:
+    """Every named query for `dialect` ('sqlite' or 'postgres'), its parameters numbered."""
+    return {name: _numbered(name, sql)[0] for name, sql in _texts(dialect).items()}
+
+
+def parameter_names(dialect: str) -> dict[str, tuple[str, ...]]:
+    """For each query written with `:name` parameters, their names in the order of `$1, $2 ...`."""
+    named = {name: _numbered(name, sql)[1] for name, sql in _texts(dialect).items()}
+    return {name: names for name, names in named.items() if names}
+
+
+def _numbered(query: str, sql: str) -> tuple[str, tuple[str, ...]]:
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    numbered = _NAMED_PARAMETER.sub(number, sql)
+    if names and re.search(r"\$[0-9]", sql):
+        raise ValueError(f"query {query} mixes $1-style and :name parameters")
+    return numbered, tuple(names)
 
 
 def migrations(dialect: str, words: dict[str, str]) -> list[tuple[int, str, list[str]]]:

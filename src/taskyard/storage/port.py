@@ -55,19 +55,20 @@ class TransactionRolledBack(DatabaseUnavailable):
 class Session(Protocol):
     """Runs named queries. In a transaction, everything commits or rolls back together."""
 
-    async def execute(self, name: str, *args: object) -> int:
-        """Run a statement; answer the number of rows it changed."""
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        """Run a statement; answer the number of rows it changed. Arguments go by position or, for a
+        query written with `:name` parameters, by keyword (every name, nothing else)."""
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         """Run a statement once per row of arguments."""
 
-    async def fetch(self, name: str, *args: object) -> list[Row]:
+    async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         """Run a query; answer every row."""
 
-    async def fetchrow(self, name: str, *args: object) -> Row | None:
+    async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
         """Run a query; answer its first row or None."""
 
-    async def fetchval(self, name: str, *args: object) -> Any:
+    async def fetchval(self, name: str, *args: object, **params: object) -> Any:
         """Run a query; answer the first column of its first row, or None."""
 
 

@@ -107,7 +107,8 @@ def wrap_db_errors() -> Iterator[None]:
 
 
 class _Session(BaseSession[asyncpg.Connection]):
-    async def execute(self, name: str, *args: object) -> int:
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        args = self.bind(name, args, params)
         with wrap_db_errors():
             tag = await self._conn.execute(self._queries[name], *args)
         last = tag.rsplit(" ", 1)[-1]
@@ -117,16 +118,19 @@ class _Session(BaseSession[asyncpg.Connection]):
         with wrap_db_errors():
             await self._conn.executemany(self._queries[name], rows)
 
-    async def fetch(self, name: str, *args: object) -> list[Row]:
+    async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
+        args = self.bind(name, args, params)
         with wrap_db_errors():
             return list(await self._conn.fetch(self._queries[name], *args))
 
-    async def fetchrow(self, name: str, *args: object) -> Row | None:
+    async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
+        args = self.bind(name, args, params)
         with wrap_db_errors():
             row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
             return row
 
-    async def fetchval(self, name: str, *args: object) -> Any:
+    async def fetchval(self, name: str, *args: object, **params: object) -> Any:
+        args = self.bind(name, args, params)
         with wrap_db_errors():
             return await self._conn.fetchval(self._queries[name], *args)
 
@@ -142,6 +146,7 @@ class PostgresStorage:
         self._dsn = dsn
         self._pool_size = pool_size
         self._queries = _queries.load("postgres")
+        self._names = _queries.parameter_names("postgres")
         self._pool: asyncpg.Pool | None = None
         self._listeners: dict[str, list[Listener]] = {}
         self._listen_conn: asyncpg.Connection | None = None
@@ -204,7 +209,7 @@ class PostgresStorage:
     async def transaction(self) -> AsyncIterator[Tx]:
         pool = self._open_pool()
         conn = await self._acquire(pool)
-        session = _Session(conn, self._queries)
+        session = _Session(conn, self._queries, self._names)
         broken = False
         try:
             try:
@@ -254,7 +259,7 @@ class PostgresStorage:
         conn = await self._acquire(pool)
         broken = False
         try:
-            yield _Session(conn, self._queries)
+            yield _Session(conn, self._queries, self._names)
         except DatabaseUnavailable as exc:
             broken = not isinstance(exc, TransactionRolledBack)
             raise

@@ -68,7 +68,8 @@ def _args(args: Sequence[object]) -> tuple[object, ...]:
 
 
 class _Session(BaseSession[aiosqlite.Connection]):
-    async def execute(self, name: str, *args: object) -> int:
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        args = self.bind(name, args, params)
         with wrap_db_errors():
             cursor = await self._conn.execute(self._queries[name], _args(args))
             return cursor.rowcount
@@ -77,17 +78,18 @@ class _Session(BaseSession[aiosqlite.Connection]):
         with wrap_db_errors():
             await self._conn.executemany(self._queries[name], [_args(r) for r in rows])
 
-    async def fetch(self, name: str, *args: object) -> list[Row]:
+    async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
+        args = self.bind(name, args, params)
         # execute_fetchall: one trip to aiosqlite's thread instead of two
         with wrap_db_errors():
             return list(await self._conn.execute_fetchall(self._queries[name], _args(args)))  # type: ignore[arg-type]
 
-    async def fetchrow(self, name: str, *args: object) -> Row | None:
-        rows = await self.fetch(name, *args)
+    async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
+        rows = await self.fetch(name, *args, **params)
         return rows[0] if rows else None
 
-    async def fetchval(self, name: str, *args: object) -> Any:
-        row = await self.fetchrow(name, *args)
+    async def fetchval(self, name: str, *args: object, **params: object) -> Any:
+        row = await self.fetchrow(name, *args, **params)
         return None if row is None else row[0]  # type: ignore[index]
 
 
@@ -118,6 +120,7 @@ class SQLiteStorage:
         self.url_for_humans = f"sqlite:///{path}"
         self._path = path
         self._queries = {k: _convert(v) for k, v in _queries.load("sqlite").items()}
+        self._names = _queries.parameter_names("sqlite")
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._lock = asyncio.Lock()
@@ -169,7 +172,7 @@ class SQLiteStorage:
             raise DatabaseUnavailable("the SQLite storage is closed")
         writer = self._writer
         async with self._lock:
-            session = _Session(writer, self._queries)
+            session = _Session(writer, self._queries, self._names)
             try:
                 with wrap_db_errors():
                     await _uncancellable(writer.execute("BEGIN IMMEDIATE"))
@@ -189,7 +192,7 @@ class SQLiteStorage:
     async def reader(self) -> AsyncIterator[_Session]:
         if self._reader is None:
             raise DatabaseUnavailable("the SQLite storage is closed")
-        yield _Session(self._reader, self._queries)
+        yield _Session(self._reader, self._queries, self._names)
 
     async def listen(self, channel: str, listener: Listener) -> None:
         self._listeners.setdefault(channel, []).append(listener)

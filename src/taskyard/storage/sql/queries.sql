@@ -4,20 +4,23 @@
 INSERT INTO tasks (task_id, task_group_id, scheduler_id, project_id, task_queue_id, priority, requires,
                    retries_left, created, deadline, expires, definition, runs, state, taken_until,
                    claimed_at, ever_resolved, version)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+VALUES (:task_id, :task_group_id, :scheduler_id, :project_id, :task_queue_id, :priority, :requires,
+        :retries_left, :created, :deadline, :expires, :definition, :runs, :state, :taken_until,
+        :claimed_at, :ever_resolved, :version)
 
 -- name: get_task
 SELECT * FROM tasks WHERE task_id = $1
 
 -- name: update_task
 UPDATE tasks
-   SET runs = $3, state = $4, retries_left = $5, taken_until = $6, claimed_at = $7,
-       ever_resolved = $8, priority = $9, version = $10
- WHERE task_id = $1 AND version = $2
+   SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
+       claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
+       version = :version
+ WHERE task_id = :task_id AND version = :old_version
 
 -- name: insert_pending
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
-VALUES ($1, $2, $3, $4, $5, $6)
+VALUES (:task_id, :run_id, :task_queue_id, :priority, :inserted, :deadline)
 ON CONFLICT (task_id, run_id) DO NOTHING
 
 -- name: delete_pending_run
@@ -70,6 +73,9 @@ SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id 
 -- name: get_group
 SELECT * FROM task_groups WHERE task_group_id = $1
 
+-- name: insert_group
+INSERT INTO task_groups (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
+
 -- name: seal_group
 UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1 AND sealed IS NULL
 
@@ -114,7 +120,8 @@ SELECT * FROM workers
 -- name: upsert_worker
 INSERT INTO workers (task_queue_id, worker_group, worker_id, first_claim, last_date_active, expires,
                      quarantine_until, quarantine_details, recent_tasks)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+VALUES (:task_queue_id, :worker_group, :worker_id, :first_claim, :last_date_active, :expires,
+        :quarantine_until, :quarantine_details, :recent_tasks)
 ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
    SET last_date_active = excluded.last_date_active, expires = excluded.expires,
        quarantine_until = excluded.quarantine_until, quarantine_details = excluded.quarantine_details,
@@ -171,7 +178,8 @@ SELECT secret_check FROM auth_generation WHERE id = 1
 -- name: insert_client
 INSERT INTO clients (client_id, description, scopes, token_salt, expires, disabled, delete_on_expiration,
                      created, last_modified, last_date_used, last_rotated)
-VALUES ($1, $2, $3, $4, $5, FALSE, $6, $7, $7, $7, $7)
+VALUES (:client_id, :description, :scopes, :token_salt, :expires, FALSE, :delete_on_expiration,
+        :now, :now, :now, :now)
 ON CONFLICT (client_id) DO NOTHING
 
 -- name: get_client
@@ -184,8 +192,9 @@ SELECT * FROM clients
 
 -- name: update_client
 UPDATE clients
-   SET description = $2, scopes = $3, expires = $4, delete_on_expiration = $5, last_modified = $6
- WHERE client_id = $1
+   SET description = :description, scopes = :scopes, expires = :expires,
+       delete_on_expiration = :delete_on_expiration, last_modified = :now
+ WHERE client_id = :client_id
 
 -- name: set_client_disabled
 UPDATE clients SET disabled = $2 WHERE client_id = $1
@@ -227,7 +236,8 @@ SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
 -- name: put_artifact
 INSERT INTO artifacts (task_id, run_id, name, storage_type, content_type, expires, details, present,
                        upload_token)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+VALUES (:task_id, :run_id, :artifact_name, :storage_type, :content_type, :expires, :details,
+        :present, :upload_token)
 ON CONFLICT (task_id, run_id, name) DO UPDATE
    SET storage_type = excluded.storage_type, content_type = excluded.content_type,
        expires = excluded.expires, details = excluded.details, present = excluded.present,
