@@ -2,10 +2,11 @@
 requestInfo}` body, `WWW-Authenticate` on a 401, `Retry-After` when the error says how long to
 wait, and a 500 with an incident id for anything unexpected.
 
-`build_app()` registers the renderers once for the whole app: `HANDLERS` with Starlette by
-exception class (a `TaskyardError`, the router's 404 and 405), and `UnexpectedErrors` as a
-middleware for every other exception. A route says what its error bodies' `requestInfo` tells
-of the call by calling `describe()` with a `CallInfo` before it does anything that may fail.
+`build_app()` registers them once for the whole app: `HANDLERS` with Starlette by exception
+class (every `TaskyardError`; the router's 404 and 405 go to `app.not_found()`, which renders
+here too), and `UnexpectedErrors` as a middleware for every other exception. A route says what
+its error bodies' `requestInfo` tells of the call by calling `describe()` with a `CallInfo`
+before it does anything that may fail.
 """
 
 from __future__ import annotations
