@@ -194,10 +194,17 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         who = await _authenticate(services, route, request, raw)
         if route.input is not None:
             schema.validate(route.input, body, where="body")
-        call = Call(route.name, params, dict(request.query_params), body, who, services, route.scopes)
-        call.scope_body = route.scope_body
-        if route.own_auth:
-            call.request = hawk_request(request, raw)
+        call = Call(
+            route.name,
+            params,
+            dict(request.query_params),
+            body,
+            who,
+            services,
+            route.scopes,
+            scope_body=route.scope_body,
+            request=hawk_request(request, raw) if route.own_auth else None,
+        )
         if route.scopes is not None and not route.loads:
             call.authorize()
         if route.long_poll:
