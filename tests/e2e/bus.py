@@ -9,9 +9,10 @@ is independent of any server process.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,10 @@ import orjson
 import pika
 import pika.channel
 import pika.spec
+import pytest
 
 from tests.conftest import RABBITMQ_URL, need_rabbitmq
+from tests.e2e.conftest import Server, start_server
 
 # `amqp://guest:guest@127.0.0.1:5672/%2F` for `taskyard serve --events`: the default vhost, spelled out.
 EVENTS_URL = RABBITMQ_URL if RABBITMQ_URL.rstrip("/").count("/") > 2 else RABBITMQ_URL.rstrip("/") + "/%2F"
@@ -108,3 +111,26 @@ class Listener:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+# Fixtures for a module whose server publishes to the shared RabbitMQ. A module imports `server`
+# (and `sqlite_only` as `module_db_url` when what the server stores does not matter).
+
+
+@pytest.fixture(scope="module", name="module_db_url")
+def sqlite_only(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
+    """The module's database, on SQLite alone: these tests are about the events, not the storage."""
+    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """The module's server, publishing its events to the shared RabbitMQ."""
+    need_rabbitmq()
+    running = start_server(
+        module_db_url, tmp_path_factory.mktemp("server"), name="events", extra_args=["--events", EVENTS_URL]
+    )
+    yield running
+    running.stop()

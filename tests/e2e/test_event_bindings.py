@@ -14,32 +14,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
 import requests
 import taskcluster
 
-from tests.conftest import need_rabbitmq
-from tests.e2e.bus import EVENTS_URL, Event, Listener
-from tests.e2e.conftest import Server, start_server
+from tests.e2e.bus import Event, Listener, server
+from tests.e2e.conftest import Server
 from tests.e2e.helpers import create, definition, iso, now, signed, slug
+
+__all__ = ["server"]  # the module's server: the events fixture, for pytest
 
 SEED = "v1/queue:"
 KEY = ("task_id", "run_id", "worker_group", "worker_id", "provisioner_id", "worker_type", "scheduler_id")
-
-
-@pytest.fixture(scope="module")
-def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """The module's server, publishing its events to the shared RabbitMQ."""
-    need_rabbitmq()
-    running = start_server(
-        module_db_url, tmp_path_factory.mktemp("server"), name="events", extra_args=["--events", EVENTS_URL]
-    )
-    yield running
-    running.stop()
 
 
 def unique(prefix: str) -> str:

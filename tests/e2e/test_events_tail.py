@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import threading
@@ -16,30 +15,13 @@ from typing import IO, Any
 import pytest
 import taskcluster
 
-from tests.conftest import need_rabbitmq
-from tests.e2e.bus import EVENTS_URL
-from tests.e2e.conftest import TASKYARD, Server, start_server
+from tests.e2e.bus import EVENTS_URL, server, sqlite_only
+from tests.e2e.conftest import TASKYARD, Server
 from tests.e2e.helpers import claim_one, create, parse, slug
 
+__all__ = ["server", "sqlite_only"]  # the events fixtures, for pytest
+
 TC = "exchange/taskcluster-queue/v1/"
-
-
-@pytest.fixture(scope="module")
-def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
-    """What the server stores does not matter here: SQLite."""
-    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture(scope="module")
-def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    need_rabbitmq()
-    running = start_server(
-        module_db_url, tmp_path_factory.mktemp("server"), name="events", extra_args=["--events", EVENTS_URL]
-    )
-    yield running
-    running.stop()
 
 
 class Tail:

@@ -12,40 +12,22 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import taskcluster
 
-from tests.conftest import need_rabbitmq
-from tests.e2e.bus import EVENTS_URL
+from tests.e2e.bus import EVENTS_URL, server, sqlite_only
 from tests.e2e.conftest import Server, free_port, start_server
 from tests.e2e.helpers import wait_for
 from tests.e2e.workers import WorkerProcess, create, resolved, running, sh
 from tests.events.rabbit import PrivateRabbit
 
+__all__ = ["server", "sqlite_only"]  # the events fixtures, for pytest
+
 HEARD = "(heard from RabbitMQ); stopping it"
 CHECK = "checking the status of"
 DEBUG = {"TASKYARD_LOG_LEVEL": "DEBUG"}
-
-
-@pytest.fixture(scope="module")
-def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
-    """The worker talks HTTP only: SQLite is enough for its server."""
-    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture(scope="module")
-def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    need_rabbitmq()
-    running_server = start_server(
-        module_db_url, tmp_path_factory.mktemp("server"), name="events", extra_args=["--events", EVENTS_URL]
-    )
-    yield running_server
-    running_server.stop()
 
 
 def start_worker(server: Server, tq: str, work: Path, *args: str) -> WorkerProcess:
