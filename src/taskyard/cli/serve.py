@@ -87,7 +87,11 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"
             )
         services = Services(
-            queue, auth, max_body_bytes=config.queue.max_body_bytes, skip_auth=config.bench_skip_auth
+            queue,
+            auth,
+            max_body_bytes=config.queue.max_body_bytes,
+            skip_auth=config.bench_skip_auth,
+            root_url=config.root_url,
         )
         app = build_app(services)
         loops = [
