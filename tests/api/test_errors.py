@@ -128,7 +128,7 @@ async def test_unknown_route_is_404_json(api: Api) -> None:
     for path in UNKNOWN_PATHS:
         assert_error(await api.call("GET", path), 404, "ResourceNotFound")
         assert_error(await api.call("GET", path, creds=None), 404, "ResourceNotFound")
-    for url in ["/", "/api/queue/v2/ping", "/api/nothing/v1/ping", "/ping"]:
+    for url in ["/index.html", "/api/queue/v2/ping", "/api/nothing/v1/ping", "/ping"]:
         assert_error(await api.client.get(url), 404, "ResourceNotFound")
 
 

@@ -20,7 +20,7 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, livelog_v1, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, blobs, index, livelog_v1, queue_v1
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
@@ -47,6 +47,7 @@ class Services:
     max_body_bytes: int = 10 * 1024 * 1024
     started: float = field(default_factory=time.monotonic)
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
+    root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
@@ -266,8 +267,10 @@ def routes_for(
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
-    routes += routes_for("/api/queue/v1", queue_v1.ROUTES + artifacts_v1.ROUTES, services)
-    routes += routes_for("/api/auth/v1", auth_v1.ROUTES, services, raw_paths=True)
+    tables = {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+    routes += routes_for("/api/queue/v1", tables["queue"], services)
+    routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
+    routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},

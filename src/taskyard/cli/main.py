@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from taskyard import __version__
@@ -15,6 +15,7 @@ from taskyard.auth import static
 from taskyard.cli import admin, db, options, tasks
 from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
+from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.lockfile import InUse
 from taskyard.model.errors import ConfigError, TaskyardError
@@ -92,6 +93,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CLOSED_PIPE
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def log_level(env: Mapping[str, str]) -> str:
+    """TASKYARD_LOG_LEVEL, upper-cased; a name logging does not know is a `ConfigError`."""
+    level = env.get("TASKYARD_LOG_LEVEL", "INFO")
+    if level.upper() not in LOG_LEVELS:
+        raise ConfigError("TASKYARD_LOG_LEVEL", level, f"must be one of {', '.join(LOG_LEVELS)}")
+    return level.upper()
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
@@ -100,11 +112,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return db.main(args, os.environ)
     if args.command == "events":
         return events_cli.main(args, os.environ)
-    logging.basicConfig(
-        level=os.environ.get("TASKYARD_LOG_LEVEL", "INFO"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
+        logging.basicConfig(
+            level=log_level(os.environ),
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
         if args.command == "worker":
             # asyncio's own loop: it spawns commands with vfork, uvloop (libuv) with a full fork
             # of the worker, 3 ms apiece, which for short tasks outweighs uvloop's faster I/O.
@@ -120,10 +132,10 @@ def _main(argv: Sequence[str] | None) -> int:
         finally:
             if lock is not None:
                 lock.release()
-    except InUse as exc:
+    except (InUse, StartupFailed) as exc:  # what to do is in the message, a line or two
         for line in exc.message.splitlines():
             print(f"taskyard: {line}", file=sys.stderr)
-        return EXIT_IN_USE
+        return EXIT_IN_USE if isinstance(exc, InUse) else STARTUP_FAILURE
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2

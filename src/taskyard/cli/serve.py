@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import signal
 import socket
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from types import FrameType
@@ -23,17 +25,18 @@ from taskyard.api.app import Services, build_app
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
+from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.events import open_bus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.lockfile import Lock
+from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs, resolvers
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
 from taskyard.storage import open_storage
 
 log = logging.getLogger(__name__)
-STARTUP_FAILURE = 3  # the exit status when the server cannot start, as uvicorn's for a taken port
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,11 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"
             )
         services = Services(
-            queue, auth, max_body_bytes=config.queue.max_body_bytes, skip_auth=config.bench_skip_auth
+            queue,
+            auth,
+            max_body_bytes=config.queue.max_body_bytes,
+            skip_auth=config.bench_skip_auth,
+            root_url=config.root_url,
         )
         app = build_app(services)
         loops = [
@@ -96,6 +103,50 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         ]
         opened.push_async_callback(_stop, loops)
         yield Deployment(app, queue.live_log_followers)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The server's socket, bound as uvicorn binds it; a port in use is a `StartupFailed`."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise StartupFailed(
+                f"port {port} on {host} is in use: choose another with --port or TASKYARD_PORT"
+            ) from None
+        raise StartupFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def database_problem(exc: BaseException, db_url: str) -> str | None:
+    """What to tell the operator when opening the PostgreSQL database `db_url` failed with `exc`
+    for a reason of theirs (not reachable, or no such database); None for anything else."""
+    if not db_url.startswith(("postgresql://", "postgres://")):
+        return None
+    url = urllib.parse.urlsplit(db_url)
+    host, port = url.hostname or "localhost", url.port or 5432
+    user, name = url.username or "postgres", url.path.lstrip("/") or url.username or "postgres"
+    causes: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in causes:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(getattr(c, "sqlstate", None) == "3D000" for c in causes):  # invalid_catalog_name
+        return (
+            f"the database {name!r} does not exist on PostgreSQL at {host}:{port}; create it with:\n"
+            f"createdb -h {host} -p {port} -U {user} {name}"
+        )
+    refused = next((c for c in causes if isinstance(c, OSError)), None)
+    if refused is not None:
+        why = refused.strerror or type(refused).__name__
+        where = f"PostgreSQL at {host}:{port}"
+        return f"cannot reach {where} ({why}): is it running? (--db or TASKYARD_DB says where)"
+    return None
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:
@@ -115,12 +166,20 @@ async def serve(
 ) -> None:
     """Serve the API until interrupted; with `worker`, run that worker as a child process, which
     shares `lock` (the data directory's) so that it stays held until the worker is gone too."""
+    listening = bind(config.host, config.port)  # before the database: a taken port is found at once
     async with contextlib.AsyncExitStack() as stack:
+        stack.callback(listening.close)
         try:
             deployment = await stack.enter_async_context(running(config))
-        except Exception:
-            log.exception("start-up failed")
-            raise SystemExit(STARTUP_FAILURE) from None
+        except ConfigError:
+            raise
+        except Exception as exc:
+            message = database_problem(exc, config.db_url)
+            if message is None:
+                log.exception("start-up failed")
+                raise SystemExit(STARTUP_FAILURE) from None
+            log.debug("start-up failed", exc_info=True)
+            raise StartupFailed(message) from None
         local_worker = None if worker is None else _LocalWorker(worker, lock)
         server = _Server(
             uvicorn.Config(
@@ -148,7 +207,7 @@ async def serve(
 
         starting = asyncio.create_task(start())
         try:
-            await server.serve()
+            await server.serve(sockets=[listening])
         finally:
             starting.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -1,0 +1,81 @@
+"""What is served here: `/api/<service>/v1/` answers a JSON index of the service's routes, and `/`
+a small page naming the deployment, its API indexes and how to use the command line. Public."""
+
+from __future__ import annotations
+
+import html
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route as StarletteRoute
+
+from taskyard import __version__
+from taskyard.api.routing import Route
+
+VERSION = "v1"
+
+
+def service_index(service: str, table: list[Route]) -> dict[str, object]:
+    """The JSON index of `service`: its version, taskyard's, and every route in its table."""
+    return {
+        "service": service,
+        "version": VERSION,
+        "taskyard": __version__,
+        "routes": [{"name": r.name, "method": r.method, "path": r.path} for r in table],
+        "docs": "/",
+        "openapi": None,  # not built yet
+    }
+
+
+def root_page(root_url: str, services: list[str]) -> str:
+    """The page `/` answers: what this deployment is and where to go from here."""
+    url = html.escape(root_url)
+    indexes = "\n".join(
+        f'<li><a href="/api/{s}/{VERSION}/"><code>{url}/api/{s}/{VERSION}/</code></a>: '
+        f"the {s} API, its routes as JSON</li>"
+        for s in services
+    )
+    return f"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>taskyard {__version__}</title></head>
+<body>
+<h1>taskyard {__version__}</h1>
+<p>TaskCluster's queue (and the auth service it needs), served at <code>{url}</code>.
+Use it with any TaskCluster client, setting <code>TASKCLUSTER_ROOT_URL={url}</code>.</p>
+<h2>APIs</h2>
+<ul>
+{indexes}
+</ul>
+<h2>The command line</h2>
+<pre>
+export TASKCLUSTER_ROOT_URL={url}
+export TASKCLUSTER_CLIENT_ID=...      # the root credentials taskyard up printed, or a client's
+export TASKCLUSTER_ACCESS_TOKEN=...
+taskyard task create task.yml         # a task from YAML or JSON
+taskyard task log TASK_ID -f          # its log, live
+taskyard client create ID --scope S   # a client for a worker or a user
+taskyard --help                       # every command
+</pre>
+</body>
+</html>
+"""
+
+
+def routes(root_url: str | None, tables: dict[str, list[Route]]) -> list[StarletteRoute]:
+    """`GET /`, and `GET /api/<service>/v1/` (with or without the final `/`) for each table."""
+    found = []
+    for service, table in tables.items():
+        body = service_index(service, table)
+
+        async def index(request: Request, content: bytes = orjson.dumps(body)) -> Response:
+            return Response(content, media_type="application/json")
+
+        prefix = f"/api/{service}/{VERSION}"
+        found += [StarletteRoute(path, index, methods=["GET"]) for path in (prefix + "/", prefix)]
+
+    async def root(request: Request) -> Response:
+        here = root_url or str(request.base_url).rstrip("/")
+        return HTMLResponse(root_page(here, list(tables)))
+
+    return [*found, StarletteRoute("/", root, methods=["GET"])]
