@@ -41,9 +41,9 @@ def malformed(value: object, **kwargs: Any) -> MalformedPayload:
 def schema_errors(value: object) -> list[str]:
     """The `- field: problem` lines of a schema failure, without their prefix."""
     lines = malformed(value).lines
-    start = lines.index(E + "TASK FAIL since the task payload is invalid. See errors:")
-    assert lines[-1] == E + f"validation of payload failed for task {TASK_ID}"
-    return [line.removeprefix(E) for line in lines[start + 1 : -1]]
+    assert lines[0] == E + "TASK FAIL since the task payload is invalid. See errors:"
+    end = lines.index(E + f"validation of payload failed for task {TASK_ID}")
+    return [line.removeprefix(E) for line in lines[1:end]]
 
 
 def messages(value: object, **kwargs: Any) -> list[str]:
@@ -171,16 +171,16 @@ def test_parsed_payload_is_frozen() -> None:
 # Schema failures: the exact log, as generic-worker writes it -----------------------------------
 
 
-def test_empty_payload_prints_the_schema_and_every_error() -> None:
+def test_empty_payload_prints_every_error_then_the_schema() -> None:
     error = malformed({})
     schema_lines = [E + line for line in json.dumps(payload.SCHEMA, indent=2).splitlines()]
     assert error.lines == [
-        E + "Task payload for this worker type must conform to the following jsonschema:",
-        *schema_lines,
         E + "TASK FAIL since the task payload is invalid. See errors:",
         E + "- (root): command is required",
         E + "- (root): maxRunTime is required",
         E + f"validation of payload failed for task {TASK_ID}",
+        E + "Task payload for this worker type must conform to the following jsonschema:",
+        *schema_lines,
     ]
     assert error.summary == "task payload is invalid: (root): command is required (and 1 more)"
     assert str(error) == error.summary

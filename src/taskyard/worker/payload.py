@@ -321,13 +321,15 @@ def _expiry_problem(spec: ArtifactSpec, deadline: Millis, task_expires: Millis) 
 
 
 def _schema_failure(problems: list[jsonschema.Problem], task_id: str) -> MalformedPayload:
+    # What is wrong first, then the schema for reference: the errors are what a reader needs, and
+    # 150 lines of schema above them would hide them.
     shown = json.dumps(SCHEMA, indent=2).splitlines()
     lines = [
-        "Task payload for this worker type must conform to the following jsonschema:",
-        *shown,
         "TASK FAIL since the task payload is invalid. See errors:",
         *(f"- {field}: {problem}" for field, problem in problems),
         f"validation of payload failed for task {task_id}",
+        "Task payload for this worker type must conform to the following jsonschema:",
+        *shown,
     ]
     field, problem = problems[0]
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
