@@ -41,6 +41,7 @@ from taskyard.events.port import BusUnavailable, Envelope, Handler, check_patter
 from taskyard.events.profiles import Profiles
 from taskyard.model.errors import ConfigError
 from taskyard.model.messages import Message
+from taskyard.model.outages import Outage
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,7 @@ class AmqpBus:
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
-        self._down_since: float | None = None  # when the current outage began
-        self._announced = False
+        self._outage = Outage()
         self.failed_attempts = 0  # connection attempts that failed, since the start
         self._lost_reason = ""
 
@@ -237,9 +237,8 @@ class AmqpBus:
         await lost.wait()
 
     def _went_down(self, reason: str) -> None:
-        if self._down_since is not None:
+        if not self._outage.begins(time.monotonic()):
             return  # one line per outage, however many attempts it takes
-        self._down_since = time.monotonic()
         log.warning(
             "RabbitMQ at %s is unavailable (%s); events wait in the outbox until it is back",
             self.where,
@@ -247,17 +246,16 @@ class AmqpBus:
         )
 
     def _came_up(self) -> None:
-        if self._down_since is not None:
+        first, lasted = self._outage.ends(time.monotonic())
+        if lasted is not None:
             log.info(
                 "RabbitMQ at %s is back after %.1f s; publishing the events held in the outbox",
                 self.where,
-                time.monotonic() - self._down_since,
+                lasted,
             )
-        elif not self._announced:
+        elif first:
             names = ",".join(self.profiles.names)
             log.info("publishing events to RabbitMQ at %s (profiles %s)", self.where, names)
-        self._announced = True
-        self._down_since = None
 
 
 @contextlib.asynccontextmanager

@@ -30,6 +30,8 @@ import aio_pika
 import orjson
 from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractIncomingMessage
 
+from taskyard.model.outages import Outage
+
 log = logging.getLogger(__name__)
 
 SCHEMES = ("amqp", "amqps")
@@ -78,8 +80,7 @@ class CancellationListener:
         self.min_backoff = min_backoff
         self.max_backoff = max_backoff
         self._bound = False
-        self._down_since: float | None = None
-        self._announced = False
+        self._outage = Outage()
         self.failed_attempts = 0
 
     @property
@@ -153,9 +154,8 @@ class CancellationListener:
 
     def _went_down(self, reason: str) -> None:
         self._bound = False
-        if self._down_since is not None:
+        if not self._outage.begins(time.monotonic()):
             return  # one line per outage, however many attempts it takes
-        self._down_since = time.monotonic()
         if self._password:
             reason = reason.replace(self._password, "***")
         log.warning(
@@ -165,16 +165,15 @@ class CancellationListener:
         )
 
     def _came_up(self) -> None:
-        if self._down_since is not None:
+        first, lasted = self._outage.ends(time.monotonic())
+        if lasted is not None:
             log.info(
                 "RabbitMQ at %s is back after %.1f s; hearing of cancelled tasks from it again",
                 self.where,
-                time.monotonic() - self._down_since,
+                lasted,
             )
-        elif not self._announced:
+        elif first:
             log.info("hearing of cancelled tasks from RabbitMQ at %s", self.where)
-        self._announced = True
-        self._down_since = None
         self._bound = True
         self._on_bound()
 
