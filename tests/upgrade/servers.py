@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,8 @@ from typing import Any
 
 import requests
 import taskcluster
+
+from tests.e2e.conftest import free_port
 
 ROOT_CLIENT_ID = "static/taskyard/root"
 START_TIMEOUT = 30.0
@@ -50,12 +51,6 @@ from taskyard.cli.main import main
 
 sys.exit(main(sys.argv[2:]))
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
