@@ -20,7 +20,7 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, index, livelog_v1, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, azure_queue, blobs, index, livelog_v1, queue_v1
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
@@ -266,7 +266,9 @@ def routes_for(
 
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
-    routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
+    routes = (
+        blobs.routes(services.queue) + livelog_v1.routes(services.queue) + azure_queue.routes(services.queue)
+    )
     tables = {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)

@@ -22,7 +22,7 @@ import orjson
 from taskyard.artifacts.port import BlobStore
 from taskyard.config import QueueConfig
 from taskyard.events import outbox
-from taskyard.model import dates, runs, task_definition
+from taskyard.model import azure_queue, dates, runs, task_definition
 from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.guard import Guard
@@ -35,8 +35,9 @@ from taskyard.model.types import Clock
 from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
 
-if TYPE_CHECKING:  # livelogs builds on this module
+if TYPE_CHECKING:  # livelogs and poll build on this module
     from taskyard.queue.livelogs import StreamUrls
+    from taskyard.queue.poll import PollKeys
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
@@ -65,8 +66,9 @@ class Queue:
     Built whole: `credentials_issuer` signs the temporary credentials handed out with claims
     (clientId, accessToken); `blobs` holds s3-type artifacts' bytes (None: s3 artifacts are
     refused); `live_log_urls` makes and checks live-log stream URLs (None: live logs are
-    refused); `events_committed` is called after every commit that wrote events (the outbox
-    relay's kick).
+    refused); `poll_keys` makes and checks the poll protocol's URLs and message signatures (None:
+    pollTaskUrls and the Azure-queue endpoint are refused; messages are still written);
+    `events_committed` is called after every commit that wrote events (the outbox relay's kick).
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class Queue:
         clock: Clock = dates.now_ms,
         blobs: BlobStore | None = None,
         live_log_urls: StreamUrls | None = None,
+        poll_keys: PollKeys | None = None,
         events_committed: Callable[[], None] = _nothing,
     ) -> None:
         self.storage = storage
@@ -86,6 +89,7 @@ class Queue:
         self.credentials_issuer = credentials_issuer
         self.blobs = blobs
         self.live_log_urls = live_log_urls
+        self.poll_keys = poll_keys
         self.events_committed = events_committed
         self.signals = PendingSignals()
         self.resolutions_committed = asyncio.Event()
@@ -191,16 +195,28 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
 
 
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
-    """Put a pending run in the claim index and wake a waiting worker once this commits."""
+    """Put a pending run in the claim index and on its poll queue (queue/poll.py), and wake a
+    waiting worker once this commits. The one place where runs become claimable."""
     priority = task_definition.priority_rank(rec.priority)
+    now = q.clock()
     await tx.execute(
         "insert_pending",
         task_id=rec.task_id,
         run_id=run_id,
         task_queue_id=rec.task_queue_id,
         priority=priority,
-        inserted=q.clock(),
+        inserted=now,
         deadline=rec.deadline,
+    )
+    definition = rec.definition
+    await tx.execute(
+        "insert_poll_message",
+        message_id=azure_queue.new_message_id(),
+        queue_name=azure_queue.queue_name(definition["provisionerId"], definition["workerType"], priority),
+        task_id=rec.task_id,
+        run_id=run_id,
+        inserted=now,
+        expires=rec.deadline,
     )
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
