@@ -310,3 +310,13 @@ async def test_bad_pop_receipts_and_message_ids(api: Api) -> None:
     bad_name = await send(api, "GET", BASE + "/api/queue/v1/_azure/Bad--Name/messages")
     azure_error(bad_name, 400, "InvalidResourceName")
     assert (await send(api, "DELETE", delete_url(entry, message))).status_code == 204
+
+
+async def test_a_changed_priority_moves_the_message(api: Api) -> None:
+    task_id, _ = await api.create_task(priority="low")
+    moved = await api.call("POST", f"/task/{task_id}/priority", {"newPriority": "very-high"})
+    assert moved.status_code == 200, moved.text
+    urls = (await poll_urls(api))["queues"]
+    assert parse_messages(await send(api, "GET", urls[PRIORITIES.index("low")]["signedPollUrl"])) == []
+    (message,) = parse_messages(await send(api, "GET", urls[PRIORITIES.index("very-high")]["signedPollUrl"]))
+    assert decoded(message)["taskId"] == task_id

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 
 import orjson
 
-from taskyard.model import azure_queue, dates
+from taskyard.model import azure_queue, dates, task_definition
 from taskyard.model.azure_queue import AzureError, QueueMessage
 from taskyard.model.errors import InputError, InsufficientScopes, Unavailable
 from taskyard.model.runs import TaskRecord
@@ -111,10 +111,13 @@ async def poll_task_urls(q: Queue, provisioner_id: str, worker_type: str) -> Pol
 
 
 def _is_stale(row: Row) -> bool:
-    """Whether the message's run is no longer its task's pending run (or the task is gone)."""
-    if row["state"] != "pending":
+    """Whether the message's run is no longer its task's pending run (or the task is gone), or the
+    message is on another priority's queue than the task's (changeTaskPriority adds a new one)."""
+    if row["state"] != "pending" or row["run_id"] != len(orjson.loads(row["runs"])) - 1:
         return True
-    return bool(row["run_id"] != len(orjson.loads(row["runs"])) - 1)
+    provisioner_id, worker_type = row["task_queue_id"].split("/", 1)
+    rank = task_definition.priority_rank(row["priority"])
+    return bool(row["queue_name"] != azure_queue.queue_name(provisioner_id, worker_type, rank))
 
 
 def _text(keys: PollKeys, row: Row) -> str:

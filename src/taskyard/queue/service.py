@@ -186,6 +186,8 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
         await tx.execute("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
         await tx.execute("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
+        if rec.state == "pending":  # the old queue's message is dropped as stale when met
+            await insert_poll_message_tx(tx, rec, len(rec.runs) - 1, q.clock())
     if change.enqueue_run is not None:
         await enqueue_tx(q, tx, rec, change.enqueue_run)
     if change.resolution is not None:
@@ -208,17 +210,24 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
         inserted=now,
         deadline=rec.deadline,
     )
-    definition = rec.definition
+    await insert_poll_message_tx(tx, rec, run_id, now)
+    tx.notify(PENDING_CHANNEL, rec.task_queue_id)
+
+
+async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> None:
+    """Put the pending run's message on the poll queue of its task queue and current priority."""
+    rank = task_definition.priority_rank(rec.priority)
     await tx.execute(
         "insert_poll_message",
         message_id=azure_queue.new_message_id(),
-        queue_name=azure_queue.queue_name(definition["provisionerId"], definition["workerType"], priority),
+        queue_name=azure_queue.queue_name(
+            rec.definition["provisionerId"], rec.definition["workerType"], rank
+        ),
         task_id=rec.task_id,
         run_id=run_id,
         inserted=now,
         expires=rec.deadline,
     )
-    tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
 async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:

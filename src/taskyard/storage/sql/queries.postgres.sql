@@ -89,7 +89,7 @@ SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE
 -- name: lock_poll_messages
 -- The next visible messages of a queue, locked; those another receiver holds are skipped, so
 -- two receivers never get the same message. With their task's state and runs (NULL: gone).
-SELECT m.*, t.state, t.runs FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
  WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
  ORDER BY m.visible, m.inserted, m.message_id
  LIMIT $3

@@ -324,8 +324,8 @@ INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, ex
 VALUES (:message_id, :queue_name, :task_id, :run_id, :inserted, :expires, :inserted, 0)
 
 -- name: peek_poll_messages
--- The next visible messages of a queue, with their task's state and runs (NULL: the task is gone).
-SELECT m.*, t.state, t.runs FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+-- The next visible messages of a queue, with their task's state, runs and priority (NULL: the task is gone).
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
  WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
  ORDER BY m.visible, m.inserted, m.message_id
  LIMIT $3
