@@ -320,3 +320,47 @@ async def test_a_changed_priority_moves_the_message(api: Api) -> None:
     assert parse_messages(await send(api, "GET", urls[PRIORITIES.index("low")]["signedPollUrl"])) == []
     (message,) = parse_messages(await send(api, "GET", urls[PRIORITIES.index("very-high")]["signedPollUrl"]))
     assert decoded(message)["taskId"] == task_id
+
+
+async def test_garbage_gets_azure_errors_never_a_500(api: Api) -> None:
+    await api.create_task()
+    entry = (await poll_urls(api))["queues"][-1]
+    poll = entry["signedPollUrl"]
+    queue_path = urlsplit(poll).path.removesuffix("/messages")
+    sas = urlsplit(poll).query
+    paths = [
+        f"{queue_path}/messages",
+        f"{queue_path}/messages/x",
+        f"{queue_path}/messages/%00",
+        f"{queue_path}/messages/a/b",
+        queue_path,
+        "/api/queue/v1/_azure",
+        "/api/queue/v1/_azure/q%0A/messages",
+        "/api/queue/v1/_azure/" + "a" * 70 + "/messages",
+    ]
+    queries = [
+        "",
+        sas,
+        sas + "&numofmessages=%FF",
+        sas + "&visibilitytimeout=" + "9" * 5000,
+        sas + "&popreceipt=%00&visibilitytimeout=1",
+        sas.replace("se=", "se=x"),
+        sas.replace("st=", "st=9999-99-99T"),
+        sas + "&peekonly=true&numofmessages=-0",
+        "sig=" + "A" * 5000 + "&sv=2019-07-07&se=x&sp=rp",
+    ]
+    bodies = [
+        b"",
+        b"<QueueMessage><MessageText>x</MessageText></QueueMessage>",
+        b"\xff" * 10,
+        b"<!DOCTYPE x [<!ENTITY a 'b'>]><QueueMessage/>",
+    ]
+    for method in ("GET", "HEAD", "PUT", "POST", "DELETE", "PATCH"):
+        for path in paths:
+            for query in queries:
+                for body in bodies if method in ("PUT", "POST") else [b""]:
+                    response = await send(api, method, f"{BASE}{path}?{query}", body)
+                    assert 200 <= response.status_code < 500, (method, path, query, body, response.text)
+                    if response.status_code >= 400 and method != "HEAD":
+                        assert response.headers["x-ms-error-code"], (method, path, query)
+                        assert ElementTree.fromstring(response.content).tag == "Error"

@@ -14,6 +14,7 @@ import binascii
 import functools
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from collections.abc import Mapping, Sequence
@@ -327,9 +328,17 @@ def messages_xml(messages: Sequence[QueueMessage]) -> bytes:
     return "".join(parts).encode()
 
 
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml_text(value: str) -> str:
+    """`value` escaped for XML, characters XML cannot hold (control characters) shown as `?`."""
+    return escape(_NOT_XML.sub("?", value))
+
+
 def error_xml(error: AzureError, request_id: str, now: Millis) -> bytes:
     """Azure's error body: code, message (with the request id and time), then detail elements."""
     message = f"{error.message}\nRequestId:{request_id}\nTime:{dates.to_iso(now)[:-1]}0000Z"
-    details = "".join(f"<{k}>{escape(v)}</{k}>" for k, v in error.details.items())
-    body = f"<Error><Code>{error.code}</Code><Message>{escape(message)}</Message>{details}</Error>"
+    details = "".join(f"<{k}>{_xml_text(v)}</{k}>" for k, v in error.details.items())
+    body = f"<Error><Code>{error.code}</Code><Message>{_xml_text(message)}</Message>{details}</Error>"
     return ('<?xml version="1.0" encoding="utf-8"?>' + body).encode()
