@@ -273,6 +273,7 @@ def build_app(services: Services) -> Starlette:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
+    routes += azure_queue.routes(services.queue)  # last: matching them costs the API's calls nothing
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},

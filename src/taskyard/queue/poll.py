@@ -135,6 +135,10 @@ async def get_messages(q: Queue, queue: str, query: Mapping[str, str]) -> list[Q
         query, "visibilitytimeout", azure_queue.DEFAULT_VISIBILITY, 1, azure_queue.MAX_VISIBILITY
     )
 
+    async with q.storage.reader() as session:  # an empty queue costs a read, never a write lock
+        if not await session.fetch("peek_poll_messages", queue, q.clock(), 1):
+            return []
+
     async def receive(tx: Tx) -> list[QueueMessage]:
         now = q.clock()
         got: list[QueueMessage] = []
