@@ -83,6 +83,8 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             events_committed=relay.kick,
         )
         await queue.start()
+        if backfilled := await poll.backfill_messages(queue):
+            log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
         if config.bench_skip_auth:
             log.warning(
                 "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"

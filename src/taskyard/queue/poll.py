@@ -27,11 +27,12 @@ from taskyard.model.azure_queue import AzureError, QueueMessage
 from taskyard.model.errors import InputError, InsufficientScopes, Unavailable
 from taskyard.model.runs import TaskRecord
 from taskyard.model.task_definition import PRIORITIES
-from taskyard.queue import workers
+from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Row, Tx, run_in_transaction
 
 PATH_PREFIX = "/api/queue/v1/_azure"
+BACKFILL_BATCH = 500
 RECEIVE_ROUNDS = 4  # Get Messages looks past stale messages at most this many times per call
 PEEK_LOOKAHEAD = 128
 
@@ -258,3 +259,27 @@ async def check_claim_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int, proof: 
         raise MessageRefused(f"message {proof.message_id} is not for run {run_id} of task {rec.task_id}")
     if row["pop_receipt"] != proof.receipt:
         raise MessageRefused(f"the receipt is not message {proof.message_id}'s latest pop receipt")
+
+
+async def backfill_messages(q: Queue) -> int:
+    """Give every pending run a message, when there are none at all: a database that pending runs
+    reached before it had poll messages (an upgrade). Run once at start-up; answers how many.
+
+    With messages present it does nothing, so it costs one read on every later start. Two processes
+    starting together may both fill: a run with two messages is claimed once (the other claim is a
+    409, and its worker deletes that message).
+    """
+    async with q.storage.reader() as session:
+        if await session.fetchval("any_poll_message") is not None:
+            return 0
+    after, total = "", 0
+    while True:
+        async with q.storage.transaction() as tx:
+            rows = await tx.fetch("pending_runs_after", after, BACKFILL_BATCH)
+            for row in rows:
+                rec = service.record_from_row(row)
+                await service.insert_poll_message_tx(tx, rec, row["pending_run_id"], q.clock())
+        total += len(rows)
+        if len(rows) < BACKFILL_BATCH:
+            return total
+        after = rows[-1]["task_id"]

@@ -346,3 +346,13 @@ UPDATE poll_messages SET visible = $2, pop_receipt = $3 WHERE message_id = $1 AN
 
 -- name: expire_poll_messages
 DELETE FROM poll_messages WHERE expires < $1
+
+-- name: any_poll_message
+SELECT 1 FROM poll_messages LIMIT 1
+
+-- name: pending_runs_after
+-- The pending runs, in task order, for the poll messages' backfill.
+SELECT t.*, p.run_id AS pending_run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+ WHERE p.task_id > $1
+ ORDER BY p.task_id
+ LIMIT $2
