@@ -222,7 +222,10 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    """The router's 404 and 405: no route takes this path with this method."""
+    """The router's 404 and 405: no route takes this path with this method. Under the poll
+    protocol's Azure-queue prefix, in Azure's words."""
+    if request.url.path.startswith(azure_queue.PREFIX):
+        return azure_queue.unmatched(request)
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
@@ -273,7 +276,6 @@ def build_app(services: Services) -> Starlette:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
-    routes += azure_queue.routes(services.queue)  # last: matching them costs the API's calls nothing
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Mount
 from starlette.routing import Route as StarletteRoute
 
 from taskyard.model import azure_queue, dates
@@ -26,6 +27,7 @@ from taskyard.queue import poll
 from taskyard.queue.service import Queue
 
 QUEUE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?!-)){1,61}[a-z0-9]")
+PREFIX = poll.PATH_PREFIX
 MAX_UPDATE_BODY = 96 * 1024  # a 64 KiB message, base64 and XML around it
 XML_TYPE = "application/xml"
 Operation = Callable[[Queue, Request, str], Awaitable[Response]]
@@ -144,25 +146,36 @@ async def _unsupported(request: Request) -> Response:
     return _answer_error(error, request, str(uuid.uuid4()))
 
 
+def unmatched(request: Request) -> Response:
+    """A path under the prefix that no route takes (a control character in it, a method no
+    operation has): Azure's 400 InvalidUri."""
+    error = AzureError(400, "InvalidUri", "The requested URI does not represent any resource on the server.")
+    return _answer_error(error, request, str(uuid.uuid4()))
+
+
 async def _no_such_resource(request: Request) -> Response:
     error = AzureError(400, "InvalidUri", "The requested URI does not represent any resource on the server.")
     return _answer_error(error, request, str(uuid.uuid4()))
 
 
-def routes(queue: Queue) -> list[StarletteRoute]:
-    """The Azure-queue routes of `queue`'s poll queues; every answer, errors too, in Azure's format."""
-    messages = poll.PATH_PREFIX + "/{queue}/messages"
-    message = messages + "/{message_id}"
+def routes(queue: Queue) -> list[BaseRoute]:
+    """The Azure-queue routes of `queue`'s poll queues, under one prefix (other requests pay a single
+    prefix check for them); every answer, errors too, in Azure's format."""
     every = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
-    return [
-        StarletteRoute(messages, _handler(queue, _get), methods=["GET"]),
-        StarletteRoute(messages, _handler(queue, _refused), methods=["POST", "DELETE"]),
-        StarletteRoute(message, _handler(queue, _delete), methods=["DELETE"]),
-        StarletteRoute(message, _handler(queue, _update), methods=["PUT"]),
+    inner = [
+        StarletteRoute("/{queue}/messages", _handler(queue, _get), methods=["GET"]),
+        StarletteRoute("/{queue}/messages", _handler(queue, _refused), methods=["POST", "DELETE"]),
+        StarletteRoute("/{queue}/messages/{message_id}", _handler(queue, _delete), methods=["DELETE"]),
+        StarletteRoute("/{queue}/messages/{message_id}", _handler(queue, _update), methods=["PUT"]),
+        StarletteRoute("/{queue}/messages", _unsupported, methods=["PUT", "PATCH", "OPTIONS"]),
         StarletteRoute(
-            messages, _unsupported, methods=[m for m in every if m not in ("GET", "HEAD", "POST", "DELETE")]
+            "/{queue}/messages/{message_id}",
+            _unsupported,
+            methods=["GET", "HEAD", "POST", "PATCH", "OPTIONS"],
         ),
-        StarletteRoute(message, _unsupported, methods=[m for m in every if m not in ("PUT", "DELETE")]),
-        StarletteRoute(poll.PATH_PREFIX + "/{rest:path}", _no_such_resource, methods=every),
+        StarletteRoute("/{rest:path}", _no_such_resource, methods=every),
+    ]
+    return [
+        Mount(poll.PATH_PREFIX, routes=inner),
         StarletteRoute(poll.PATH_PREFIX, _no_such_resource, methods=every),
     ]
