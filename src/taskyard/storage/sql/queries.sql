@@ -341,6 +341,9 @@ SELECT * FROM poll_messages WHERE message_id = $1
 -- name: delete_poll_message
 DELETE FROM poll_messages WHERE message_id = $1
 
+-- name: delete_held_poll_message
+DELETE FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND pop_receipt = $3
+
 -- name: update_poll_message
 UPDATE poll_messages SET visible = $2, pop_receipt = $3 WHERE message_id = $1 AND pop_receipt = $4
 
