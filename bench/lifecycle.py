@@ -1037,6 +1037,7 @@ async def phase_poll_dispatch(
     async def worker(i: int) -> None:
         session = api.session()
         queues = await poll_queues(session, root, task_queue_id)
+        await asyncio.sleep(random.uniform(0, 1.0))  # workers that started at different times
         while not stop:
             entry, messages = await poll_round(session, queues, 1)
             arrived = now()
@@ -1052,7 +1053,7 @@ async def phase_poll_dispatch(
                     await complete_claim(session, claim)
 
     workers = [asyncio.create_task(worker(i)) for i in range(w)]
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(1.5)
     loop = asyncio.get_running_loop()
     delays: list[float] = []
     creator = api.session()
