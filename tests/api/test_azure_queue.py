@@ -364,3 +364,15 @@ async def test_garbage_gets_azure_errors_never_a_500(api: Api) -> None:
                     if response.status_code >= 400 and method != "HEAD":
                         assert response.headers["x-ms-error-code"], (method, path, query)
                         assert ElementTree.fromstring(response.content).tag == "Error"
+
+
+async def test_a_run_of_stale_messages_does_not_hide_a_fresh_one(api: Api) -> None:
+    stale = [(await api.create_task())[0] for _ in range(40)]
+    fresh, _ = await api.create_task()
+    for task_id in stale:  # claimed through claimWork's way: their messages are stale
+        claimed = await api.call("POST", f"/task/{task_id}/runs/0/claim", WORKER)
+        assert claimed.status_code == 200, claimed.text
+    entry = (await poll_urls(api))["queues"][-1]
+    (message,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))
+    assert decoded(message)["taskId"] == fresh
+    assert parse_messages(await send(api, "GET", entry["signedPollUrl"] + "&peekonly=true")) == []

@@ -34,6 +34,7 @@ from taskyard.storage.port import Row, Tx, run_in_transaction
 PATH_PREFIX = "/api/queue/v1/_azure"
 BACKFILL_BATCH = 500
 RECEIVE_ROUNDS = 4  # Get Messages looks past stale messages at most this many times per call
+RECEIVE_BATCH = 32
 PEEK_LOOKAHEAD = 128
 
 
@@ -144,15 +145,15 @@ async def get_messages(q: Queue, queue: str, query: Mapping[str, str]) -> list[Q
         now = q.clock()
         got: list[QueueMessage] = []
         for _ in range(RECEIVE_ROUNDS):
-            rows = await tx.fetch("lock_poll_messages", queue, now, count - len(got))
-            stale = 0
+            # Beyond `count`, so that a run of stale messages (runs claimWork took) is cleared in
+            # few rounds; fresh rows beyond `count` are left as they are.
+            rows = await tx.fetch("lock_poll_messages", queue, now, max(count, RECEIVE_BATCH))
             for row in rows:
                 if _is_stale(row):
                     await tx.execute("delete_poll_message", row["message_id"])
-                    stale += 1
-                    continue
-                got.append(await _receive_tx(tx, keys, row, now, now + timeout * 1000))
-            if not stale or len(got) >= count:
+                elif len(got) < count:
+                    got.append(await _receive_tx(tx, keys, row, now, now + timeout * 1000))
+            if len(got) >= count or len(rows) < max(count, RECEIVE_BATCH):
                 break
         return got
 
