@@ -38,7 +38,6 @@ def _headers(request: Request, request_id: str) -> dict[str, str]:
     return {
         "x-ms-request-id": request_id,
         "x-ms-version": version if re.fullmatch(r"\d{4}-\d{2}-\d{2}", version) else azure_queue.SAS_VERSION,
-        "date": azure_queue.http_date(dates.now_ms()),
         "cache-control": "no-cache",
     }
 
