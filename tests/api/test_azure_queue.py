@@ -376,3 +376,16 @@ async def test_a_run_of_stale_messages_does_not_hide_a_fresh_one(api: Api) -> No
     (message,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))
     assert decoded(message)["taskId"] == fresh
     assert parse_messages(await send(api, "GET", entry["signedPollUrl"] + "&peekonly=true")) == []
+
+
+async def test_a_queue_found_empty_shows_a_message_put_on_it_afterwards(api: Api) -> None:
+    entry = (await poll_urls(api))["queues"][-1]
+    assert parse_messages(await send(api, "GET", entry["signedPollUrl"])) == []  # now known empty
+    task_id, _ = await api.create_task()
+    (message,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))
+    assert decoded(message)["taskId"] == task_id
+    assert parse_messages(await send(api, "GET", entry["signedPollUrl"])) == []  # invisible
+    updated = await send(api, "PUT", delete_url(entry, message) + "&visibilitytimeout=0")
+    assert updated.status_code == 204
+    (again,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))  # the update told
+    assert again["MessageId"] == message["MessageId"]

@@ -15,6 +15,7 @@ earn its receiver a 409. Messages nobody deletes expire with their task's deadli
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TypedDict
@@ -137,9 +138,8 @@ async def get_messages(q: Queue, queue: str, query: Mapping[str, str]) -> list[Q
         query, "visibilitytimeout", azure_queue.DEFAULT_VISIBILITY, 1, azure_queue.MAX_VISIBILITY
     )
 
-    async with q.storage.reader() as session:  # an empty queue costs a read, never a write lock
-        if not await session.fetch("peek_poll_messages", queue, q.clock(), 1):
-            return []
+    if not await _may_hold_visible(q, queue):
+        return []
 
     async def receive(tx: Tx) -> list[QueueMessage]:
         now = q.clock()
@@ -158,6 +158,21 @@ async def get_messages(q: Queue, queue: str, query: Mapping[str, str]) -> list[Q
         return got
 
     return await run_in_transaction(q.storage, receive)
+
+
+async def _may_hold_visible(q: Queue, queue: str) -> bool:
+    """False when the queue has no visible message: known from memory, or from one read (never the
+    write lock). See `signals.EmptyPollQueues`."""
+    empty, now = q.empty_poll_queues, q.clock()
+    if empty.is_empty(queue, now):
+        return False
+    snapshot = empty.snapshot()
+    async with q.storage.reader() as session:
+        next_visible = await session.fetchval("poll_queue_next_visible", queue, now)
+    if next_visible is not None and next_visible <= now:
+        return True
+    empty.mark_empty(queue, snapshot, math.inf if next_visible is None else next_visible)
+    return False
 
 
 async def _receive_tx(tx: Tx, keys: PollKeys, row: Row, now: int, visible: int) -> QueueMessage:
@@ -239,6 +254,8 @@ async def update_message(
             raise azure_queue.permission_mismatch("The text of a task's message cannot be changed.")
         new_receipt, visible = azure_queue.new_pop_receipt(), q.clock() + timeout * 1000
         await tx.execute("update_poll_message", message_id, visible, new_receipt, receipt)
+        if visible < row["visible"]:  # visible sooner than any process may have noted
+            tx.notify(service.POLL_CHANNEL, queue)
         return new_receipt, visible
 
     return await run_in_transaction(q.storage, update)

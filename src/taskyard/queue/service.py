@@ -32,7 +32,7 @@ from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
-from taskyard.queue.signals import Followers, PendingSignals
+from taskyard.queue.signals import EmptyPollQueues, Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
 
 if TYPE_CHECKING:  # livelogs and poll build on this module
@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # livelogs and poll build on this module
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
+POLL_CHANNEL = "poll_message"  # payload: a poll queue's name; it may have a visible message now
 LIVE_LOG_CHANNEL = "live_log"  # payload `<taskId>/<runId>`: that run's live log grew or closed
 RACE_RETRIES = 8
 # The background jobs, as logs and metric labels name them.
@@ -95,15 +96,17 @@ class Queue:
         self.resolutions_committed = asyncio.Event()
         self.seen_writes: dict[str, int] = {}
         self.live_log_followers = Followers()  # who follows which run's live log
+        self.empty_poll_queues = EmptyPollQueues()  # poll queues known empty: no query for them
         # What this process counts about itself, for a metrics endpoint to read.
         self.metrics = Counters()
         # Per background job, the rows it failed on and holds back for a while (see `set_aside`).
         self.set_aside: defaultdict[str, SetAside] = defaultdict(SetAside)
 
     async def start(self) -> None:
-        """Listen for pending-task and live-log notifications from other processes."""
+        """Listen for pending-task, poll-message and live-log notifications from other processes."""
         await self.storage.listen(PENDING_CHANNEL, self.signals.notify)
         await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
+        await self.storage.listen(POLL_CHANNEL, self.empty_poll_queues.heard)
 
 
 def dumps(value: object) -> str:
@@ -217,17 +220,17 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
 async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> None:
     """Put the pending run's message on the poll queue of its task queue and current priority."""
     rank = task_definition.priority_rank(rec.priority)
+    name = azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
     await tx.execute(
         "insert_poll_message",
         message_id=azure_queue.new_message_id(),
-        queue_name=azure_queue.queue_name(
-            rec.definition["provisionerId"], rec.definition["workerType"], rank
-        ),
+        queue_name=name,
         task_id=rec.task_id,
         run_id=run_id,
         inserted=now,
         expires=rec.deadline,
     )
+    tx.notify(POLL_CHANNEL, name)  # a process that knew the queue empty must look again
 
 
 async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:

@@ -330,6 +330,10 @@ SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LE
  ORDER BY m.visible, m.inserted, m.message_id
  LIMIT $3
 
+-- name: poll_queue_next_visible
+-- When the queue's next message becomes (or became) visible; NULL if it has none.
+SELECT min(visible) FROM poll_messages WHERE queue_name = $1 AND expires > $2
+
 -- name: receive_poll_message
 UPDATE poll_messages
    SET visible = :visible, pop_receipt = :pop_receipt, dequeue_count = dequeue_count + 1
