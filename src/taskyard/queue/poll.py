@@ -34,6 +34,7 @@ from taskyard.storage.port import Row, Tx, run_in_transaction
 
 PATH_PREFIX = "/api/queue/v1/_azure"
 BACKFILL_BATCH = 500
+BACKFILL_JOB = "poll-message-backfill"
 RECEIVE_ROUNDS = 4  # Get Messages looks past stale messages at most this many times per call
 RECEIVE_BATCH = 32
 PEEK_LOOKAHEAD = 128
@@ -284,10 +285,13 @@ async def backfill_messages(q: Queue) -> int:
     """Give every pending run a message, when there are none at all: a database that pending runs
     reached before it had poll messages (an upgrade). Run once at start-up; answers how many.
 
-    With messages present it does nothing, so it costs one read on every later start. Two processes
-    starting together may both fill: a run with two messages is claimed once (the other claim is a
-    409, and its worker deletes that message).
+    With messages present it does nothing, so it costs one read on every later start. Of several
+    processes starting together, the one that leads `BACKFILL_JOB` fills (were two to fill, a run
+    with two messages would still be claimed once: the other claim is a 409, and its worker
+    deletes that message).
     """
+    if not await q.storage.lead(BACKFILL_JOB):
+        return 0
     async with q.storage.reader() as session:
         if await session.fetchval("any_poll_message") is not None:
             return 0
