@@ -289,6 +289,10 @@ async def test_putting_and_clearing_messages_is_refused(api: Api) -> None:
     azure_error(put, 403, "AuthorizationPermissionMismatch")
     azure_error(await send(api, "DELETE", entry["signedPollUrl"]), 403, "AuthorizationPermissionMismatch")
     azure_error(await send(api, "PATCH", entry["signedPollUrl"]), 405, "UnsupportedHttpVerb")
+    await api.create_task()
+    assert (await send(api, "HEAD", entry["signedPollUrl"])).status_code == 405
+    (message,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))
+    assert message["DequeueCount"] == "1"  # the HEAD received nothing
 
 
 async def test_bad_pop_receipts_and_message_ids(api: Api) -> None:

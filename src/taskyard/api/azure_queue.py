@@ -47,6 +47,8 @@ def _query(request: Request) -> dict[str, str]:
 
 
 async def _get(queue: Queue, request: Request, name: str) -> Response:
+    if request.method == "HEAD":  # Starlette routes HEAD with GET; it must not receive messages
+        raise AzureError(405, "UnsupportedHttpVerb", "The resource doesn't support specified Http Verb.")
     query = _query(request)
     if query.get("peekonly", "").lower() == "true":
         messages = await poll.peek_messages(queue, name, query)
