@@ -19,7 +19,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from taskyard.auth import hawk_client
-from taskyard.cli import http
+from taskyard.cli import http, refusals
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
@@ -80,6 +80,11 @@ def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     add_connection_options(common)
     common.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
+    common.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the server's refusals in full, as TaskCluster words them",
+    )
     return common
 
 
@@ -212,12 +217,15 @@ def main(
     out, err = out or sys.stdout, err or sys.stderr
     handler: Handler = args.handler
     try:
-        shown = handler(connection(args, environ), args)
+        deployment = connection(args, environ)
+        shown = handler(deployment, args)
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=err)
         return 2
     except Refused as exc:
-        print(f"taskyard: {exc.message}", file=err)
+        verbose = getattr(args, "verbose", False)
+        said = refusals.explain(exc, deployment.client_id, verbose=verbose)
+        print("\n".join(f"taskyard: {line}" for line in ([said] if verbose else said.splitlines())), file=err)
         return 1
     except (Unreachable, http.Failed) as exc:
         print(f"taskyard: {exc}", file=err)

@@ -23,10 +23,10 @@ from typing import IO, Any
 
 import yaml
 
-from taskyard.cli import admin, http
+from taskyard.cli import admin, http, refusals
 from taskyard.model import dates, slugid
 from taskyard.model.client_errors import Unreachable
-from taskyard.model.errors import ConfigError
+from taskyard.model.errors import ConfigError, TaskyardError
 
 COMMANDS = ("task", "group")
 PAGE_SIZE = 1000  # the server's maximum page
@@ -79,12 +79,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ("artifacts", list_artifacts, "list the artifacts of a task's latest run"),
     ):
         action = actions.add_parser(name, parents=[common], help=help)
-        action.add_argument("task_id", metavar="ID")
+        action.add_argument("task_id", metavar="ID", type=task_id)
         action.set_defaults(handler=handler)
     fetch = actions.add_parser(
         "get-artifact", parents=[common], help="download an artifact of a task's latest run"
     )
-    fetch.add_argument("task_id", metavar="ID")
+    fetch.add_argument("task_id", metavar="ID", type=task_id)
     fetch.add_argument("name", metavar="NAME")
     fetch.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     fetch.set_defaults(handler=get_artifact)
@@ -95,7 +95,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     group = commands.add_parser("group", help="follow task groups")
     group_actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     status = group_actions.add_parser("status", parents=[common], help="count a task group's tasks by state")
-    status.add_argument("task_group_id", metavar="ID")
+    status.add_argument("task_group_id", metavar="ID", type=task_group_id)
     status.add_argument(
         "--wait",
         action="store_true",
@@ -109,7 +109,18 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _slugid(text: str) -> str:
     if not slugid.is_valid(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a slugid (22 characters, like taskcluster's)")
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskId", text))
+    return text
+
+
+def task_id(text: str) -> str:
+    """An argparse type: a slugid, else `'abc' is not a taskId (22 characters of ...)`."""
+    return _slugid(text)
+
+
+def task_group_id(text: str) -> str:
+    if not slugid.is_valid(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
     return text
 
 
@@ -117,26 +128,45 @@ def _slugid(text: str) -> str:
 # Tasks.
 
 
+class BadFile(ConfigError):
+    """A task definition that cannot be used: the file, the line and what is wrong, said once."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        TaskyardError.__init__(self, f"{'standard input' if path == '-' else path}: {problem}")
+        self.key, self.value, self.rule = "FILE", path, problem
+
+
 def read_definition(path: str) -> dict[str, Any]:
-    """The task in `path`: YAML by its suffix, else JSON; ConfigError if unusable."""
+    """The task in `path` (`-`: standard input): YAML by its suffix, else JSON; BadFile if unusable."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("FILE", path, f"cannot be read: {exc}") from None
-    if file.suffix.lower() in (".yaml", ".yml"):
-        try:
-            body = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError("FILE", path, f"is not valid YAML: {exc}") from None
+        raise BadFile(path, f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if path == "-" or file.suffix.lower() in (".yaml", ".yml"):
+        body = _yaml(path, text)  # JSON is YAML too: standard input may be either
     else:
         try:
             body = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError("FILE", path, f"is not valid JSON: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise BadFile(path, f"line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
     if not isinstance(body, dict):
-        raise ConfigError("FILE", path, "must hold an object: the task definition")
+        raise BadFile(path, "must hold an object: the task definition")
     return body
+
+
+def _yaml(path: str, text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        start = getattr(exc, "context_mark", None)
+        if context and start is not None and (mark is None or start.line != mark.line):
+            problem += f" ({context} that starts on line {start.line + 1})"
+        raise BadFile(path, f"{where}not valid YAML: {problem}") from None
 
 
 def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any]:

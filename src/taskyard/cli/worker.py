@@ -124,7 +124,10 @@ async def run_worker(config: WorkerConfig) -> int:
 
     worker = Worker(config)
     worker.install_signal_handlers()
-    return await asyncio.create_task(worker.run())
+    code = await asyncio.create_task(worker.run())
+    if worker.refused:
+        print(f"taskyard: {worker.refused}", file=sys.stderr)
+    return code
 
 
 def local_worker(server: ServerConfig, values: Mapping[str, Any]) -> WorkerConfig | None:
