@@ -10,7 +10,6 @@ commands that exist to show one (`client create`, `client reset`).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from taskyard.auth import hawk_client
-from taskyard.cli import http, refusals
+from taskyard.cli import http, output, refusals
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
@@ -47,6 +46,7 @@ class Shown:
 
     data: Any
     text: str
+    wide: str = ""  # `-o wide`: the text with more columns ("" for the same text)
 
 
 Handler = Callable[[http.Connection, argparse.Namespace], Shown]
@@ -76,16 +76,21 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def _common_options() -> argparse.ArgumentParser:
+def connection_options() -> argparse.ArgumentParser:
+    """A parent parser: the connection flags and `--verbose`, for every command that calls the API."""
     common = argparse.ArgumentParser(add_help=False)
     add_connection_options(common)
-    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
     common.add_argument(
         "--verbose",
         action="store_true",
         help="print the server's refusals in full, as TaskCluster words them",
     )
     return common
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """The connection's options and the output's (`-o FORMAT`, `--json`): for commands that print data."""
+    return argparse.ArgumentParser(add_help=False, parents=[connection_options(), output.options()])
 
 
 def _add_client_commands(
@@ -230,11 +235,8 @@ def main(
     except (Unreachable, http.Failed) as exc:
         print(f"taskyard: {exc}", file=err)
         return 1
-    if args.json:
-        if shown.data is not None:
-            print(json.dumps(shown.data, indent=2), file=out)
-    elif shown.text:
-        print(shown.text, file=out)
+    fmt = getattr(args, "format", "text")
+    output.show(shown.data, shown.text, shown.wide, fmt, out, environ)
     return getattr(shown, "status", 0)
 
 

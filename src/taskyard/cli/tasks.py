@@ -48,6 +48,7 @@ class Result:
     data: Any
     text: str
     status: int = 0
+    wide: str = ""  # `-o wide`: the text with more columns ("" for the same text)
 
 
 Handler = Callable[[http.Connection, argparse.Namespace], Result]
@@ -60,6 +61,7 @@ Handler = Callable[[http.Connection, argparse.Namespace], Result]
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `task` and `group` with their actions on `taskyard`'s sub-commands."""
     common = admin._common_options()
+    connection = admin.connection_options()
     task = commands.add_parser("task", help="create, inspect, cancel and rerun tasks; fetch artifacts")
     actions = task.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser(
@@ -69,8 +71,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Create a task from FILE: YAML (.yaml/.yml) or JSON. "
         "taskId, created, deadline (now + 1 day) and missing metadata are filled in.",
     )
-    create.add_argument("file", metavar="FILE", help="the task definition (YAML or JSON)")
+    create.add_argument(
+        "file", metavar="FILE", help="the task definition (YAML or JSON; - reads standard input)"
+    )
     create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
+    create.add_argument(
+        "--task-group-id",
+        type=task_group_id,
+        help="the task's group (default: the file's, else its own taskId)",
+    )
     create.set_defaults(handler=create_task)
     for name, handler, help in (
         ("status", task_status, "show a task's state and runs"),
@@ -82,15 +91,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action.add_argument("task_id", metavar="ID", type=task_id)
         action.set_defaults(handler=handler)
     fetch = actions.add_parser(
-        "get-artifact", parents=[common], help="download an artifact of a task's latest run"
+        "get-artifact", parents=[connection], help="download an artifact of a task's latest run"
     )
     fetch.add_argument("task_id", metavar="ID", type=task_id)
     fetch.add_argument("name", metavar="NAME")
     fetch.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     fetch.set_defaults(handler=get_artifact)
-    from taskyard.cli import logs  # it builds on this module's helpers
+    from taskyard.cli import lists, logs  # they build on this module's helpers
 
-    logs.add_command(actions, common)
+    logs.add_command(actions, connection)
+    lists.add_task_commands(actions, connection)
 
     group = commands.add_parser("group", help="follow task groups")
     group_actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -105,6 +115,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--interval", type=float, default=2.0, metavar="SECONDS", help="between checks with --wait"
     )
     status.set_defaults(handler=group_status)
+    lists.add_group_commands(group_actions, connection)
 
 
 def _slugid(text: str) -> str:
@@ -176,9 +187,10 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
     task.setdefault("deadline", dates.to_iso(now + dates.DAY))
     metadata = task.get("metadata")
     if metadata is None or isinstance(metadata, dict):
+        name = "task" if path == "-" else Path(path).stem or "task"
         task["metadata"] = {
-            "name": Path(path).stem or "task",
-            "description": f"created with `taskyard task create {Path(path).name}`",
+            "name": name,
+            "description": f"created with `taskyard task create {'-' if path == '-' else Path(path).name}`",
             "owner": DEFAULT_OWNER,
             "source": DEFAULT_SOURCE,
             **(metadata or {}),
@@ -189,6 +201,8 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
 def create_task(connection: http.Connection, args: argparse.Namespace) -> Result:
     """createTask from a file, defaults filled; prints the taskId and its state."""
     task = with_defaults(read_definition(args.file), args.file, dates.now_ms())
+    if args.task_group_id:
+        task["taskGroupId"] = args.task_group_id
     task_id = args.task_id or slugid.nice()
     answer = http.call(connection, "PUT", f"/task/{http.segment(task_id)}", service="queue", body=task)
     status = answer["status"]
@@ -375,18 +389,36 @@ def _json(raw: bytes) -> dict[str, Any]:
 # Task groups.
 
 
-def group_counts(connection: http.Connection, task_group_id: str) -> dict[str, int]:
-    """listTaskGroup, every page: how many tasks are in each state (every state, zero or not)."""
+def group_counts(
+    connection: http.Connection, task_group_id: str, unsuccessful: list[dict[str, str]] | None = None
+) -> dict[str, int]:
+    """listTaskGroup, every page: how many tasks are in each state (every state, zero or not).
+    The failed and exception tasks are added to `unsuccessful`, if given."""
     counts: Counter[str] = Counter()
     query = {"limit": str(PAGE_SIZE)}
     path = f"/task-group/{http.segment(task_group_id)}/list"
     while True:
         page = http.call(connection, "GET", path, service="queue", query=query)
         counts.update(entry["status"]["state"] for entry in page["tasks"])
+        if unsuccessful is not None:
+            unsuccessful += [
+                _unsuccessful(e) for e in page["tasks"] if e["status"]["state"] in ("failed", "exception")
+            ]
         if not page.get("continuationToken"):
             break
         query = {**query, "continuationToken": page["continuationToken"]}
     return {state: counts.get(state, 0) for state in (*STATES, *sorted(set(counts) - set(STATES)))}
+
+
+def _unsuccessful(entry: Mapping[str, Any]) -> dict[str, str]:
+    status, runs = entry["status"], entry["status"].get("runs") or [{}]
+    name = (entry["task"].get("metadata") or {}).get("name", "")
+    return {
+        "taskId": status["taskId"],
+        "state": status["state"],
+        "reason": runs[-1].get("reasonResolved", ""),
+        "name": name,
+    }
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -394,8 +426,15 @@ def counts_text(counts: Mapping[str, int]) -> str:
 
 
 def group_status(connection: http.Connection, args: argparse.Namespace) -> Result:
-    """Counts by state; with `--wait`, until nothing is left to run (exit 1 unless all completed)."""
-    counts = group_counts(connection, args.task_group_id)
+    """Counts by state and the unsuccessful tasks; with `--wait`, until nothing is left to run
+    (exit 1 unless all completed)."""
+    unsuccessful: list[dict[str, str]] = []
+
+    def look() -> dict[str, int]:
+        unsuccessful.clear()
+        return group_counts(connection, args.task_group_id, unsuccessful)
+
+    counts = look()
     if args.wait:
         tty = sys.stderr.isatty()
         last = 0.0
@@ -406,12 +445,15 @@ def group_status(connection: http.Connection, args: argparse.Namespace) -> Resul
                 print(progress(counts), file=sys.stderr, flush=True)
                 last = time.monotonic()
             time.sleep(max(args.interval, 0.1))
-            counts = group_counts(connection, args.task_group_id)
+            counts = look()
         if tty:
             print(f"\r{progress(counts)}", file=sys.stderr, flush=True)
     total = sum(counts.values())
-    data = {"taskGroupId": args.task_group_id, "total": total, "counts": counts}
+    data = {"taskGroupId": args.task_group_id, "total": total, "counts": counts, "unsuccessful": unsuccessful}
     text = f"{args.task_group_id}: {total} tasks  {counts_text(counts)}"
+    if unsuccessful:
+        rows = [[t["taskId"], t["state"], t["reason"] or "-", t["name"]] for t in unsuccessful]
+        text += "\n\n" + admin.table(["TASK ID", "STATE", "RESOLVED AS", "NAME"], rows)
     status = 0
     if args.wait and counts.get("completed", 0) != total:
         status = 1
