@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from taskyard.auth import hawk_client
-from taskyard.cli import http, output, refusals
+from taskyard.cli import contexts, http, output, refusals
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
@@ -74,6 +74,11 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
         )
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        help="a context of the config file (`taskyard config`) [env TASKYARD_CONTEXT]",
+    )
 
 
 def connection_options() -> argparse.ArgumentParser:
@@ -185,15 +190,31 @@ def iso_date(text: str) -> int:
         ) from None
 
 
-def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> http.Connection:
-    """The deployment and credentials: each flag, else its TASKCLUSTER_* variable; ConfigError if unusable."""
+def connection(
+    args: argparse.Namespace, environ: Mapping[str, str], *, anonymous: bool = True
+) -> http.Connection:
+    """The deployment and credentials; ConfigError if unusable.
+
+    The root URL, and the credentials (client id, access token and certificate, together), each
+    come from the flags, else the TASKCLUSTER_* variables, else the context (`contexts`). With no
+    credentials anywhere, the calls are anonymous if `anonymous`, else a ConfigError.
+    """
     values = {}
     for flag, variable, _ in CONNECTION:
         given = getattr(args, _dest(flag))
         values[variable] = given if given is not None else environ.get(variable, "")
-    for flag, variable, _ in CONNECTION[:3]:
+    credentials = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
+    if not values["TASKCLUSTER_ROOT_URL"] or not any(values[v] for v in credentials[:2]):
+        context = contexts.context_values(getattr(args, "context", None), environ)
+        values["TASKCLUSTER_ROOT_URL"] = values["TASKCLUSTER_ROOT_URL"] or context.get(
+            "TASKCLUSTER_ROOT_URL", ""
+        )
+        if not any(values[v] for v in credentials[:2]):
+            values.update({v: context.get(v, "") for v in credentials})
+    required = CONNECTION[:1] if anonymous and not any(values[v] for v in credentials[:2]) else CONNECTION[:3]
+    for flag, variable, _ in required:
         if not values[variable]:
-            raise ConfigError(variable, "", f"it is required: set it or pass {flag}")
+            raise ConfigError(variable, "", f"it is required: set it, pass {flag}, or use a context")
     root_url = values["TASKCLUSTER_ROOT_URL"].rstrip("/")
     parts = urlsplit(root_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:

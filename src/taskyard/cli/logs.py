@@ -48,6 +48,10 @@ def add_command(actions: Any, common: argparse.ArgumentParser) -> None:
 
 def task_log(connection: http.Connection, args: argparse.Namespace) -> Result:
     """Print the latest run's log; with --follow, every run's until the task resolves."""
+    if not args.follow and not connection.client_id:
+        # Anonymous: a public log can be read, though the task's status may not be.
+        _print_log(connection, args, None)
+        return Result(None, "")
     shown_run = -1
     waiting = ""
     while True:
@@ -126,7 +130,7 @@ def _has_log(connection: http.Connection, args: argparse.Namespace, run_id: int)
     return True
 
 
-def _print_log(connection: http.Connection, args: argparse.Namespace, run_id: int) -> None:
+def _print_log(connection: http.Connection, args: argparse.Namespace, run_id: int | None) -> None:
     location = location_of(
         artifact_request(connection, args.task_id, args.name, run_id), connection.timeout, args.name
     )

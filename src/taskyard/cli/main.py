@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, db, lists, options, tasks, utilities
+from taskyard.cli import admin, api_call, contexts, db, lists, options, tasks, utilities
 from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
@@ -28,7 +28,7 @@ EXIT_IN_USE = 3
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141
 # Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`).
-API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, "queue")
+API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, "queue", "api")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -52,9 +52,11 @@ def parser() -> argparse.ArgumentParser:
     admin.add_commands(commands)
     tasks.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
+    api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)
     events_cli.add_command(commands)
     utilities.add_commands(commands)
+    contexts.add_commands(commands, admin.connection_options())
     for each in parsers(top):  # an unknown flag is reported with the usage of its own sub-command
         each.set_defaults(_parser=each)
     return top
@@ -132,6 +134,8 @@ def _client_command(args: argparse.Namespace) -> int | None:
     """Run a command that is neither a server nor a worker; None for those."""
     if args.command in API_COMMANDS or (args.command == "worker" and args.action == "list"):
         return admin.main(args, os.environ)
+    if args.command in contexts.COMMANDS:
+        return contexts.main(args, os.environ)
     if args.command in utilities.COMMANDS:
         return utilities.main(args, os.environ)
     if args.command in db.COMMANDS:

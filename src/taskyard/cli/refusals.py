@@ -70,7 +70,9 @@ def _missing_scopes(message: str) -> str:
     try:
         missing = json.loads(blocks[0])
     except ValueError:
-        return head
+        missing = blocks[0].strip()  # a single scope, as it is
+    if "is missing" not in head:  # anonymous: no client to name
+        return f"{head}: {expression(missing)}"
     head = head.removesuffix(" the following scopes").removesuffix(" and is missing")
     return f"{head}; it lacks {expression(missing)}"
 

@@ -348,7 +348,7 @@ def artifact_request(
     run = "" if run_id is None else f"/runs/{run_id}"
     url = connection.url("queue", f"/task/{http.segment(task_id)}{run}/artifacts/{name_path}")
     request = urllib.request.Request(url, method="GET")
-    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
+    http.sign(request, connection)
     return request
 
 

@@ -92,7 +92,7 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
     check(values)
     if values["capacity"] < 1:
         raise ConfigError("--capacity", str(values["capacity"]), "a worker runs at least one task at a time")
-    connection = admin.connection(args, environ)
+    connection = admin.connection(args, environ, anonymous=False)
     return WorkerConfig(
         root_url=connection.root_url,
         client_id=connection.client_id,
