@@ -56,7 +56,7 @@ def add_group_commands(actions: Actions, connection: argparse.ArgumentParser) ->
     )
     listing.set_defaults(handler=list_groups)
     for name, handler, help in (
-        ("cancel", cancel_group, "cancel every unresolved task of a task group"),
+        ("cancel", cancel_group, "cancel every unresolved task of a sealed task group"),
         ("seal", seal_group, "seal a task group: no task can be added to it any more"),
     ):
         action = actions.add_parser(name, parents=[connection, out], help=help)

@@ -3,7 +3,8 @@
 Exit codes follow generic-worker's: 0 after `drain(EXIT_DONE)`, 71 after SIGINT (running
 tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
-A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below).
+A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below),
+and 77 when the queue refused the worker's credentials on REFUSALS claims in a row.
 
 Cancellations: every `status_interval` one call asks the status of every running task, and a run
 that is no longer running here is stopped. With `events` (amqp://...) the worker also hears of
