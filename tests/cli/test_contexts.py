@@ -54,6 +54,13 @@ def test_contexts_are_saved_0600_and_used_after_flags_and_variables(
     assert run(env, "task", "status", task_id, "--context", "here").returncode == 0
     assert "not in" in run(env, "config", "use-context", "nowhere").stderr
 
+    # The context's credentials never go to another root URL (here the same server, named apart).
+    other_name = server.root_url.replace("127.0.0.1", "localhost")
+    elsewhere = run(
+        {**env, "TASKCLUSTER_ROOT_URL": other_name}, "task", "status", task_id, "--context", "here"
+    )
+    assert elsewhere.returncode == 1 and "requires Taskcluster credentials" in elsewhere.stderr
+
 
 def test_signin_makes_temporary_credentials_that_work(server: Server, tmp_path: Path, tq: str) -> None:
     env = config_env(tmp_path)

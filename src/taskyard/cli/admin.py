@@ -206,10 +206,11 @@ def connection(
     credentials = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
     if not values["TASKCLUSTER_ROOT_URL"] or not any(values[v] for v in credentials[:2]):
         context = contexts.context_values(getattr(args, "context", None), environ)
-        values["TASKCLUSTER_ROOT_URL"] = values["TASKCLUSTER_ROOT_URL"] or context.get(
-            "TASKCLUSTER_ROOT_URL", ""
-        )
-        if not any(values[v] for v in credentials[:2]):
+        given = values["TASKCLUSTER_ROOT_URL"].rstrip("/")
+        values["TASKCLUSTER_ROOT_URL"] = given or context.get("TASKCLUSTER_ROOT_URL", "")
+        # A context's credentials go only to its own deployment, never to a root URL given apart.
+        ours = not given or given == context.get("TASKCLUSTER_ROOT_URL", "").rstrip("/")
+        if ours and not any(values[v] for v in credentials[:2]):
             values.update({v: context.get(v, "") for v in credentials})
     required = CONNECTION[:1] if anonymous and not any(values[v] for v in credentials[:2]) else CONNECTION[:3]
     for flag, variable, _ in required:

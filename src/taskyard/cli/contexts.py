@@ -9,7 +9,8 @@ The file is `$TASKYARD_CONFIG`, else `$XDG_CONFIG_HOME/taskyard/config.yaml`, el
 
 Each connection setting comes from, in this order: its flag (`--root-url` ...), its TASKCLUSTER_*
 variable, then the context (`--context NAME`, else TASKYARD_CONTEXT, else the file's
-current-context). Without a client id and access token anywhere, calls are made without
+current-context); a context's credentials (client id, access token, certificate) go only with
+its own root URL. Without a client id and access token anywhere, calls are made without
 credentials: what the API allows anonymously (public artifacts, pings) works.
 """
 
@@ -200,10 +201,11 @@ def signin_command(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
     except argparse.ArgumentTypeError as exc:
         raise ConfigError("--expires-in", args.expires_in, str(exc)) from None
     scopes = args.scope or _current_scopes(connection)
-    start = dates.now_ms() - 5 * dates.MINUTE  # a little slack for clocks that differ
+    now = dates.now_ms()
+    start, expiry = now - 5 * dates.MINUTE, now + lasts  # slack for clocks that differ a little
     try:
         made = hawk.temporary_credentials(
-            connection.client_id, connection.access_token, scopes, start, start + lasts, args.name
+            connection.client_id, connection.access_token, scopes, start, expiry, args.name
         )
     except ValueError as exc:
         raise ConfigError("--expires-in", args.expires_in, str(exc)) from None
@@ -217,9 +219,8 @@ def signin_command(args: argparse.Namespace, environ: Mapping[str, str]) -> str:
         }
         config["current-context"] = args.save_as
         file = save(environ, config)
-        expiry = dates.to_iso(start + lasts)
         said = f"Saved temporary credentials for {made['clientId']} as context {args.save_as} in {file}"
-        return f"{said}, until {expiry}."
+        return f"{said}, until {dates.to_iso(expiry)}."
     return "\n".join(
         f"export {variable}='{value}'"
         for variable, value in (

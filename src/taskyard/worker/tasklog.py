@@ -31,8 +31,7 @@ def now_iso() -> str:
 
 def _first_line(exc: Exception) -> str:
     """A refusal's reason, without TaskCluster's block of request details."""
-    said = exc.message if isinstance(exc, Refused) else str(exc)
-    return said.split("\n", 1)[0].strip() or type(exc).__name__
+    return str(exc).split("\n", 1)[0].strip() or type(exc).__name__
 
 
 class TaskLog:
