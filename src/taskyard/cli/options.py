@@ -16,6 +16,7 @@ from taskyard.model.errors import ConfigError
 
 DATA_DIR_LOCK = "taskyard.lock"
 KINDS: dict[Any, str] = {int: "an integer", float: "a number"}  # what a value must be, in words
+MAX_PROCESSES = 64
 
 
 def env_name(dest: str) -> str:
@@ -186,6 +187,15 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError("max-artifact-bytes", values["max_artifact_bytes"], "must be at least 1")
     if values["max_live_log_bytes"] < 1:
         raise ConfigError("max-live-log-bytes", values["max_live_log_bytes"], "must be at least 1")
+    processes = values.get("processes", 1)
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ConfigError("processes", processes, f"must be between 1 and {MAX_PROCESSES}")
+    if processes > 1 and not str(values["db"]).startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            "processes",
+            processes,
+            "above 1 needs PostgreSQL (--db postgresql://...): a SQLite database is served by one process",
+        )
     if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
         raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
@@ -209,6 +219,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         events=events.check_url(values["events"]),
         event_profiles=parse_profiles(values["event_profiles"]),
         bench_skip_auth=bench_skip_auth(values["host"], environ),
+        processes=processes,
     )
 
 
