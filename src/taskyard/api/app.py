@@ -267,12 +267,17 @@ def routes_for(
     return found
 
 
+def service_tables() -> dict[str, list[Route]]:
+    """Each service's routes, by the name in `/api/<service>/v1/` (`taskyard api` reads these too)."""
+    return {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+
+
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = (
         blobs.routes(services.queue) + livelog_v1.routes(services.queue) + azure_queue.routes(services.queue)
     )
-    tables = {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+    tables = service_tables()
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`

@@ -10,7 +10,6 @@ commands that exist to show one (`client create`, `client reset`).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,7 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from taskyard.auth import hawk_client
-from taskyard.cli import http
+from taskyard.cli import contexts, http, output, refusals
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
@@ -47,6 +46,7 @@ class Shown:
 
     data: Any
     text: str
+    wide: str = ""  # `-o wide`: the text with more columns ("" for the same text)
 
 
 Handler = Callable[[http.Connection, argparse.Namespace], Shown]
@@ -74,13 +74,28 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
         )
+    parser.add_argument(
+        "--context",
+        metavar="NAME",
+        help="a context of the config file (`taskyard config`) [env TASKYARD_CONTEXT]",
+    )
+
+
+def connection_options() -> argparse.ArgumentParser:
+    """A parent parser: the connection flags and `--verbose`, for every command that calls the API."""
+    common = argparse.ArgumentParser(add_help=False)
+    add_connection_options(common)
+    common.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print the server's refusals in full, as TaskCluster words them",
+    )
+    return common
 
 
 def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    add_connection_options(common)
-    common.add_argument("--json", action="store_true", help="print JSON for scripts instead of text")
-    return common
+    """The connection's options and the output's (`-o FORMAT`, `--json`): for commands that print data."""
+    return argparse.ArgumentParser(add_help=False, parents=[connection_options(), output.options()])
 
 
 def _add_client_commands(
@@ -175,15 +190,32 @@ def iso_date(text: str) -> int:
         ) from None
 
 
-def connection(args: argparse.Namespace, environ: Mapping[str, str]) -> http.Connection:
-    """The deployment and credentials: each flag, else its TASKCLUSTER_* variable; ConfigError if unusable."""
+def connection(
+    args: argparse.Namespace, environ: Mapping[str, str], *, anonymous: bool = True
+) -> http.Connection:
+    """The deployment and credentials; ConfigError if unusable.
+
+    The root URL, and the credentials (client id, access token and certificate, together), each
+    come from the flags, else the TASKCLUSTER_* variables, else the context (`contexts`). With no
+    credentials anywhere, the calls are anonymous if `anonymous`, else a ConfigError.
+    """
     values = {}
     for flag, variable, _ in CONNECTION:
         given = getattr(args, _dest(flag))
         values[variable] = given if given is not None else environ.get(variable, "")
-    for flag, variable, _ in CONNECTION[:3]:
+    credentials = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
+    if not values["TASKCLUSTER_ROOT_URL"] or not any(values[v] for v in credentials[:2]):
+        context = contexts.context_values(getattr(args, "context", None), environ)
+        given = values["TASKCLUSTER_ROOT_URL"].rstrip("/")
+        values["TASKCLUSTER_ROOT_URL"] = given or context.get("TASKCLUSTER_ROOT_URL", "")
+        # A context's credentials go only to its own deployment, never to a root URL given apart.
+        ours = not given or given == context.get("TASKCLUSTER_ROOT_URL", "").rstrip("/")
+        if ours and not any(values[v] for v in credentials[:2]):
+            values.update({v: context.get(v, "") for v in credentials})
+    required = CONNECTION[:1] if anonymous and not any(values[v] for v in credentials[:2]) else CONNECTION[:3]
+    for flag, variable, _ in required:
         if not values[variable]:
-            raise ConfigError(variable, "", f"it is required: set it or pass {flag}")
+            raise ConfigError(variable, "", f"it is required: set it, pass {flag}, or use a context")
     root_url = values["TASKCLUSTER_ROOT_URL"].rstrip("/")
     parts = urlsplit(root_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -212,21 +244,21 @@ def main(
     out, err = out or sys.stdout, err or sys.stderr
     handler: Handler = args.handler
     try:
-        shown = handler(connection(args, environ), args)
+        deployment = connection(args, environ)
+        shown = handler(deployment, args)
     except ConfigError as exc:
         print(f"taskyard: {exc.message}", file=err)
         return 2
     except Refused as exc:
-        print(f"taskyard: {exc.message}", file=err)
+        verbose = getattr(args, "verbose", False)
+        said = refusals.explain(exc, deployment.client_id, verbose=verbose)
+        print("\n".join(f"taskyard: {line}" for line in ([said] if verbose else said.splitlines())), file=err)
         return 1
     except (Unreachable, http.Failed) as exc:
         print(f"taskyard: {exc}", file=err)
         return 1
-    if args.json:
-        if shown.data is not None:
-            print(json.dumps(shown.data, indent=2), file=out)
-    elif shown.text:
-        print(shown.text, file=out)
+    fmt = getattr(args, "format", "text")
+    output.show(shown.data, shown.text, shown.wide, fmt, out, environ)
     return getattr(shown, "status", 0)
 
 

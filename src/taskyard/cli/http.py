@@ -62,8 +62,15 @@ def call(
     request.add_header("Accept", JSON_TYPE)
     if data is not None:
         request.add_header("Content-Type", JSON_TYPE)
-    request.add_header("Authorization", authorization(connection, method, url, data))
+    sign(request, connection, data)
     return _send(request, connection.timeout)
+
+
+def sign(request: urllib.request.Request, connection: Connection, data: bytes | None = None) -> None:
+    """Add the Hawk header; none without credentials (an anonymous call)."""
+    if connection.client_id:
+        header = authorization(connection, request.get_method(), request.full_url, data)
+        request.add_header("Authorization", header)
 
 
 def authorization(connection: Connection, method: str, url: str, data: bytes | None) -> str:

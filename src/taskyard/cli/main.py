@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, db, options, tasks
+from taskyard.cli import admin, api_call, contexts, db, lists, options, tasks, utilities
 from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
@@ -27,6 +27,8 @@ EXIT_IN_USE = 3
 # signals ended (128 + SIGINT, 128 + SIGPIPE), without a traceback.
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141
+# Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`).
+API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, "queue", "api")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -42,15 +44,39 @@ def parser() -> argparse.ArgumentParser:
         default=1,
         type=int,
     )
-    up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
+    up = commands.add_parser(
+        "up",
+        help="run the server with a worker process beside it, on SQLite by default",
+        description="Run the queue's server (as `serve`) and, beside it as a child process, a worker "
+        "(as `taskyard worker`) claiming from --task-queue-id, --capacity tasks at a time, in "
+        "DATA_DIR/work, with the root client's credentials. --capacity 0 runs no worker. Ctrl-C stops "
+        "the worker first (its running tasks are resolved worker-shutdown), then the server.",
+    )
     options.add_server_options(up)
     worker_cli.add_worker_options(up, capacity=worker_cli.cores())
     worker_cli.add_command(commands)
+    lists.add_worker_list(commands.choices["worker"])
     admin.add_commands(commands)
     tasks.add_commands(commands)
+    lists.add_queue_command(commands, admin.connection_options())
+    api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)
     events_cli.add_command(commands)
+    utilities.add_commands(commands)
+    contexts.add_commands(commands, admin.connection_options())
+    for each in parsers(top):  # an unknown flag is reported with the usage of its own sub-command
+        each.set_defaults(_parser=each)
     return top
+
+
+def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """`parser` and every sub-command's parser under it."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += parsers(sub)
+    return found
 
 
 def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
@@ -113,14 +139,28 @@ def log_level(env: Mapping[str, str]) -> str:
     return level.upper()
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    args = parser().parse_args(argv)
-    if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
+def _client_command(args: argparse.Namespace) -> int | None:
+    """Run a command that is neither a server nor a worker; None for those."""
+    if args.command in API_COMMANDS or (args.command == "worker" and args.action == "list"):
         return admin.main(args, os.environ)
+    if args.command in contexts.COMMANDS:
+        return contexts.main(args, os.environ)
+    if args.command in utilities.COMMANDS:
+        return utilities.main(args, os.environ)
     if args.command in db.COMMANDS:
         return db.main(args, os.environ)
     if args.command == "events":
         return events_cli.main(args, os.environ)
+    return None
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    dispatched = _client_command(args)
+    if dispatched is not None:
+        return dispatched
     return exit_status(lambda: _serve_or_work(args))
 
 

@@ -15,6 +15,7 @@ from taskyard.lockfile import Lock, acquire
 from taskyard.model.errors import ConfigError
 
 DATA_DIR_LOCK = "taskyard.lock"
+KINDS: dict[Any, str] = {int: "an integer", float: "a number"}  # what a value must be, in words
 MAX_PROCESSES = 64
 
 
@@ -48,7 +49,9 @@ def resolve(args: argparse.Namespace, environ: Mapping[str, str]) -> dict[str, A
             try:
                 value = kind(raw)
             except ValueError:
-                raise ConfigError(env_name(key), raw, f"must be a {kind.__name__}") from None
+                raise ConfigError(
+                    env_name(key), raw, f"must be {KINDS.get(kind, f'a {kind.__name__}')}"
+                ) from None
         values[key] = default if value is None else value
     return values
 

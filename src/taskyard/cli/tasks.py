@@ -23,10 +23,10 @@ from typing import IO, Any
 
 import yaml
 
-from taskyard.cli import admin, http
+from taskyard.cli import admin, http, refusals
 from taskyard.model import dates, slugid
 from taskyard.model.client_errors import Unreachable
-from taskyard.model.errors import ConfigError
+from taskyard.model.errors import ConfigError, TaskyardError
 
 COMMANDS = ("task", "group")
 PAGE_SIZE = 1000  # the server's maximum page
@@ -48,6 +48,7 @@ class Result:
     data: Any
     text: str
     status: int = 0
+    wide: str = ""  # `-o wide`: the text with more columns ("" for the same text)
 
 
 Handler = Callable[[http.Connection, argparse.Namespace], Result]
@@ -60,6 +61,7 @@ Handler = Callable[[http.Connection, argparse.Namespace], Result]
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `task` and `group` with their actions on `taskyard`'s sub-commands."""
     common = admin._common_options()
+    connection = admin.connection_options()
     task = commands.add_parser("task", help="create, inspect, cancel and rerun tasks; fetch artifacts")
     actions = task.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser(
@@ -69,8 +71,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description="Create a task from FILE: YAML (.yaml/.yml) or JSON. "
         "taskId, created, deadline (now + 1 day) and missing metadata are filled in.",
     )
-    create.add_argument("file", metavar="FILE", help="the task definition (YAML or JSON)")
+    create.add_argument(
+        "file", metavar="FILE", help="the task definition (YAML or JSON; - reads standard input)"
+    )
     create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
+    create.add_argument(
+        "--task-group-id",
+        type=task_group_id,
+        help="the task's group (default: the file's, else its own taskId)",
+    )
     create.set_defaults(handler=create_task)
     for name, handler, help in (
         ("status", task_status, "show a task's state and runs"),
@@ -79,23 +88,24 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ("artifacts", list_artifacts, "list the artifacts of a task's latest run"),
     ):
         action = actions.add_parser(name, parents=[common], help=help)
-        action.add_argument("task_id", metavar="ID")
+        action.add_argument("task_id", metavar="ID", type=task_id)
         action.set_defaults(handler=handler)
     fetch = actions.add_parser(
-        "get-artifact", parents=[common], help="download an artifact of a task's latest run"
+        "get-artifact", parents=[connection], help="download an artifact of a task's latest run"
     )
-    fetch.add_argument("task_id", metavar="ID")
+    fetch.add_argument("task_id", metavar="ID", type=task_id)
     fetch.add_argument("name", metavar="NAME")
     fetch.add_argument("-o", "--output", metavar="FILE", help="write it to FILE (default: stdout)")
     fetch.set_defaults(handler=get_artifact)
-    from taskyard.cli import logs  # it builds on this module's helpers
+    from taskyard.cli import lists, logs  # they build on this module's helpers
 
-    logs.add_command(actions, common)
+    logs.add_command(actions, connection)
+    lists.add_task_commands(actions, connection)
 
     group = commands.add_parser("group", help="follow task groups")
     group_actions = group.add_subparsers(dest="action", required=True, metavar="ACTION")
     status = group_actions.add_parser("status", parents=[common], help="count a task group's tasks by state")
-    status.add_argument("task_group_id", metavar="ID")
+    status.add_argument("task_group_id", metavar="ID", type=task_group_id)
     status.add_argument(
         "--wait",
         action="store_true",
@@ -105,11 +115,23 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--interval", type=float, default=2.0, metavar="SECONDS", help="between checks with --wait"
     )
     status.set_defaults(handler=group_status)
+    lists.add_group_commands(group_actions, connection)
 
 
 def _slugid(text: str) -> str:
     if not slugid.is_valid(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a slugid (22 characters, like taskcluster's)")
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskId", text))
+    return text
+
+
+def task_id(text: str) -> str:
+    """An argparse type: a slugid, else `'abc' is not a taskId (22 characters of ...)`."""
+    return _slugid(text)
+
+
+def task_group_id(text: str) -> str:
+    if not slugid.is_valid(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
     return text
 
 
@@ -117,26 +139,45 @@ def _slugid(text: str) -> str:
 # Tasks.
 
 
+class BadFile(ConfigError):
+    """A task definition that cannot be used: the file, the line and what is wrong, said once."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        TaskyardError.__init__(self, f"{'standard input' if path == '-' else path}: {problem}")
+        self.key, self.value, self.rule = "FILE", path, problem
+
+
 def read_definition(path: str) -> dict[str, Any]:
-    """The task in `path`: YAML by its suffix, else JSON; ConfigError if unusable."""
+    """The task in `path` (`-`: standard input): YAML by its suffix, else JSON; BadFile if unusable."""
     file = Path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = sys.stdin.read() if path == "-" else file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("FILE", path, f"cannot be read: {exc}") from None
-    if file.suffix.lower() in (".yaml", ".yml"):
-        try:
-            body = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError("FILE", path, f"is not valid YAML: {exc}") from None
+        raise BadFile(path, f"cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    if path == "-" or file.suffix.lower() in (".yaml", ".yml"):
+        body = _yaml(path, text)  # JSON is YAML too: standard input may be either
     else:
         try:
             body = json.loads(text)
-        except ValueError as exc:
-            raise ConfigError("FILE", path, f"is not valid JSON: {exc}") from None
+        except json.JSONDecodeError as exc:
+            raise BadFile(path, f"line {exc.lineno}, column {exc.colno}: not valid JSON: {exc.msg}") from None
     if not isinstance(body, dict):
-        raise ConfigError("FILE", path, "must hold an object: the task definition")
+        raise BadFile(path, "must hold an object: the task definition")
     return body
+
+
+def _yaml(path: str, text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        start = getattr(exc, "context_mark", None)
+        if context and start is not None and (mark is None or start.line != mark.line):
+            problem += f" ({context} that starts on line {start.line + 1})"
+        raise BadFile(path, f"{where}not valid YAML: {problem}") from None
 
 
 def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any]:
@@ -146,9 +187,10 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
     task.setdefault("deadline", dates.to_iso(now + dates.DAY))
     metadata = task.get("metadata")
     if metadata is None or isinstance(metadata, dict):
+        name = "task" if path == "-" else Path(path).stem or "task"
         task["metadata"] = {
-            "name": Path(path).stem or "task",
-            "description": f"created with `taskyard task create {Path(path).name}`",
+            "name": name,
+            "description": f"created with `taskyard task create {'-' if path == '-' else Path(path).name}`",
             "owner": DEFAULT_OWNER,
             "source": DEFAULT_SOURCE,
             **(metadata or {}),
@@ -159,6 +201,8 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
 def create_task(connection: http.Connection, args: argparse.Namespace) -> Result:
     """createTask from a file, defaults filled; prints the taskId and its state."""
     task = with_defaults(read_definition(args.file), args.file, dates.now_ms())
+    if args.task_group_id:
+        task["taskGroupId"] = args.task_group_id
     task_id = args.task_id or slugid.nice()
     answer = http.call(connection, "PUT", f"/task/{http.segment(task_id)}", service="queue", body=task)
     status = answer["status"]
@@ -304,7 +348,7 @@ def artifact_request(
     run = "" if run_id is None else f"/runs/{run_id}"
     url = connection.url("queue", f"/task/{http.segment(task_id)}{run}/artifacts/{name_path}")
     request = urllib.request.Request(url, method="GET")
-    request.add_header("Authorization", http.authorization(connection, "GET", url, None))
+    http.sign(request, connection)
     return request
 
 
@@ -345,18 +389,36 @@ def _json(raw: bytes) -> dict[str, Any]:
 # Task groups.
 
 
-def group_counts(connection: http.Connection, task_group_id: str) -> dict[str, int]:
-    """listTaskGroup, every page: how many tasks are in each state (every state, zero or not)."""
+def group_counts(
+    connection: http.Connection, task_group_id: str, unsuccessful: list[dict[str, str]] | None = None
+) -> dict[str, int]:
+    """listTaskGroup, every page: how many tasks are in each state (every state, zero or not).
+    The failed and exception tasks are added to `unsuccessful`, if given."""
     counts: Counter[str] = Counter()
     query = {"limit": str(PAGE_SIZE)}
     path = f"/task-group/{http.segment(task_group_id)}/list"
     while True:
         page = http.call(connection, "GET", path, service="queue", query=query)
         counts.update(entry["status"]["state"] for entry in page["tasks"])
+        if unsuccessful is not None:
+            unsuccessful += [
+                _unsuccessful(e) for e in page["tasks"] if e["status"]["state"] in ("failed", "exception")
+            ]
         if not page.get("continuationToken"):
             break
         query = {**query, "continuationToken": page["continuationToken"]}
     return {state: counts.get(state, 0) for state in (*STATES, *sorted(set(counts) - set(STATES)))}
+
+
+def _unsuccessful(entry: Mapping[str, Any]) -> dict[str, str]:
+    status, runs = entry["status"], entry["status"].get("runs") or [{}]
+    name = (entry["task"].get("metadata") or {}).get("name", "")
+    return {
+        "taskId": status["taskId"],
+        "state": status["state"],
+        "reason": runs[-1].get("reasonResolved", ""),
+        "name": name,
+    }
 
 
 def counts_text(counts: Mapping[str, int]) -> str:
@@ -364,8 +426,15 @@ def counts_text(counts: Mapping[str, int]) -> str:
 
 
 def group_status(connection: http.Connection, args: argparse.Namespace) -> Result:
-    """Counts by state; with `--wait`, until nothing is left to run (exit 1 unless all completed)."""
-    counts = group_counts(connection, args.task_group_id)
+    """Counts by state and the unsuccessful tasks; with `--wait`, until nothing is left to run
+    (exit 1 unless all completed)."""
+    unsuccessful: list[dict[str, str]] = []
+
+    def look() -> dict[str, int]:
+        unsuccessful.clear()
+        return group_counts(connection, args.task_group_id, unsuccessful)
+
+    counts = look()
     if args.wait:
         tty = sys.stderr.isatty()
         last = 0.0
@@ -376,12 +445,15 @@ def group_status(connection: http.Connection, args: argparse.Namespace) -> Resul
                 print(progress(counts), file=sys.stderr, flush=True)
                 last = time.monotonic()
             time.sleep(max(args.interval, 0.1))
-            counts = group_counts(connection, args.task_group_id)
+            counts = look()
         if tty:
             print(f"\r{progress(counts)}", file=sys.stderr, flush=True)
     total = sum(counts.values())
-    data = {"taskGroupId": args.task_group_id, "total": total, "counts": counts}
+    data = {"taskGroupId": args.task_group_id, "total": total, "counts": counts, "unsuccessful": unsuccessful}
     text = f"{args.task_group_id}: {total} tasks  {counts_text(counts)}"
+    if unsuccessful:
+        rows = [[t["taskId"], t["state"], t["reason"] or "-", t["name"]] for t in unsuccessful]
+        text += "\n\n" + admin.table(["TASK ID", "STATE", "RESOLVED AS", "NAME"], rows)
     status = 0
     if args.wait and counts.get("completed", 0) != total:
         status = 1

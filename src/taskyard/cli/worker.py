@@ -102,7 +102,7 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
     check(values)
     if values["capacity"] < 1:
         raise ConfigError("--capacity", str(values["capacity"]), "a worker runs at least one task at a time")
-    connection = admin.connection(args, environ)
+    connection = admin.connection(args, environ, anonymous=False)
     return WorkerConfig(
         root_url=connection.root_url,
         client_id=connection.client_id,
@@ -135,7 +135,10 @@ async def run_worker(config: WorkerConfig) -> int:
 
     worker = Worker(config)
     worker.install_signal_handlers()
-    return await asyncio.create_task(worker.run())
+    code = await asyncio.create_task(worker.run())
+    if worker.refused:
+        print(f"taskyard: {worker.refused}", file=sys.stderr)
+    return code
 
 
 def local_worker(server: ServerConfig, values: Mapping[str, Any]) -> WorkerConfig | None:

@@ -146,6 +146,8 @@ class TaskRun:
         lost = self.abort.reason not in ("", SHUTDOWN)  # cancelled, claim lost: the queue settled it
         report = None if lost else outcome or Outcome("completed")
         said = f"not reported: {self.abort.reason}" if report is None else report.state
+        if self.abort.reason == CANCELED:
+            said = "canceled (the queue resolved the run exception/canceled)"
         tasklog.info(
             f"=== Task Finished ===\nTask Duration: {time.monotonic() - self.started:.3f}s\n"
             f"Outcome: {said}{f' ({report.reason})' if report and report.reason else ''}"

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from taskyard.model import dates
+from taskyard.model.client_errors import Refused
 
 log = logging.getLogger(__name__)
 CHUNK = 256 * 1024  # bytes per live-log append
@@ -26,6 +27,11 @@ Append = Callable[[int, str, bool], Awaitable[int]]  # (offset, text, final) -> 
 
 def now_iso() -> str:
     return dates.to_iso(dates.now_ms())
+
+
+def _first_line(exc: Exception) -> str:
+    """A refusal's reason, without TaskCluster's block of request details."""
+    return str(exc).split("\n", 1)[0].strip() or type(exc).__name__
 
 
 class TaskLog:
@@ -111,7 +117,10 @@ class TaskLog:
                 self._remote = await self._append(self._remote, text, last)
             except Exception as exc:  # the live log is a convenience; the backing log is the record
                 self._append = None
-                self.warn(f"the live log stopped streaming: {exc}")
+                if not (isinstance(exc, Refused) and exc.status == 409):
+                    self.warn(f"the live log stopped streaming: {_first_line(exc)}")
+                # A 409: the run was resolved on the server (canceled, or its claim lost), which
+                # closed its live log; the worker's own lines say what happened, once.
                 return
             self._sent += len(data)
             if last:

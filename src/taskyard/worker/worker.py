@@ -3,7 +3,8 @@
 Exit codes follow generic-worker's: 0 after `drain(EXIT_DONE)`, 71 after SIGINT (running
 tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
-A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below).
+A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below),
+and 77 when the queue refused the worker's credentials on REFUSALS claims in a row.
 
 Cancellations: every `status_interval` one call asks the status of every running task, and a run
 that is no longer running here is stopped. With `events` (amqp://...) the worker also hears of
@@ -37,6 +38,7 @@ from typing import Any
 
 from taskyard.config import WorkerConfig
 from taskyard.lockfile import acquire
+from taskyard.model.client_errors import Refused
 from taskyard.worker.cancellations import CancellationListener
 from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.poll import Poller
@@ -46,6 +48,10 @@ log = logging.getLogger(__name__)
 EXIT_DONE = 0
 EXIT_INTERRUPTED = 71
 EXIT_SHUTDOWN = 72
+# The queue refused the worker's credentials (401), or their scopes for claimWork (403), on
+# REFUSALS claims in a row: retrying will not fix them (77 is sysexits' EX_NOPERM).
+EXIT_REFUSED = 77
+REFUSALS = 3
 MAX_CLAIM = 32  # the queue hands out at most 32 tasks per claimWork
 MAX_BACKOFF = 30.0
 LOCK_FILE = "worker.lock"
@@ -72,6 +78,7 @@ class Worker:
         self._recent: OrderedDict[str, Any] = OrderedDict()  # taskId -> status heard on the bus
         self.poller = Poller(config, self.client, self.creds) if config.protocol == "poll" else None
         self.cancellations: CancellationListener | None = None
+        self.refused = ""  # why the worker stopped claiming, when the queue refused its credentials
         if config.events.startswith(("amqp://", "amqps://")):
             c = config
             self.cancellations = CancellationListener(
@@ -154,7 +161,7 @@ class Worker:
         return self._exit_code
 
     async def _claim_loop(self) -> None:
-        failures = 0
+        failures = refusals = 0
         while not self._draining:
             free = self.config.capacity - len(self.running)
             if free <= 0:
@@ -165,6 +172,10 @@ class Worker:
             try:
                 claims = await self._claim(min(free, MAX_CLAIM))
             except Exception as exc:  # the queue is down or refused: wait, then ask again
+                refusals = refusals + 1 if credentials_refused(exc) else 0
+                if refusals >= REFUSALS:
+                    self._give_up(exc, refusals)
+                    return
                 failures += 1
                 delay = min(MAX_BACKOFF, 0.5 * 2**failures)
                 what = "claimWork" if self.poller is None else "polling"
@@ -176,6 +187,14 @@ class Worker:
                 self._start(claim)
             if claims is not None and not claims and time.monotonic() - started < 1.0:
                 await self._pause(1.0)  # the queue answered at once with nothing: don't spin
+
+    def _give_up(self, exc: Exception, tries: int) -> None:
+        """Claim no more: the queue refused these credentials `tries` times in a row."""
+        self.refused = refused_text(exc, self.config, tries)
+        log.error("%s", self.refused)
+        self._draining = True
+        self._exit_code = EXIT_REFUSED
+        self._changed.set()
 
     async def _claim(self, count: int) -> list[Any] | None:
         """claimWork (or a round of polling), abandoned if the worker is told to stop (None then)."""
@@ -278,6 +297,25 @@ def _stop_if_not_running(run: TaskRun, status: Any, source: str = "") -> None:
     why = f"{mine.get('state')}/{mine.get('reasonResolved')}"
     log.info("%s: the run is %s%s; stopping it", run, why, f" ({source})" if source else "")
     run.abort.set(CANCELED if mine.get("reasonResolved") == "canceled" else f"run {why}")
+
+
+def credentials_refused(exc: Exception) -> bool:
+    """A refusal no retry will change: unknown or wrong credentials, or scopes they lack."""
+    return isinstance(exc, Refused) and (
+        exc.status == 401 or (exc.status == 403 and exc.code == "InsufficientScopes")
+    )
+
+
+def refused_text(exc: Exception, config: WorkerConfig, tries: int) -> str:
+    """One line: whose credentials, what the queue said, what to check."""
+    said = exc.message if isinstance(exc, Refused) else str(exc)
+    reason = said.split("\n", 1)[0].strip().rstrip(":")
+    head = f"the queue refused claimWork {tries} times for client {config.client_id!r}"
+    if isinstance(exc, Refused) and exc.status == 403:
+        worker = f"{config.worker_group}/{config.worker_id}"
+        need = f"queue:claim-work:{config.task_queue_id} and queue:worker-id:{worker}"
+        return f"{head} ({reason}): the client needs {need}; stopping"
+    return f"{head} ({reason}): check TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN; stopping"
 
 
 def clear_leftovers(work_dir: Path) -> None:
