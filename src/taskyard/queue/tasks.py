@@ -14,6 +14,20 @@ from taskyard.queue.service import Queue
 from taskyard.storage.port import Tx, UniqueViolation
 
 MAX_BULK_IDS = 1000
+# createTask's scope template; `guard_definition()` gives it its values.
+CREATE_TASK_SCOPES = {
+    "AllOf": [
+        {"for": "scope", "in": "scopes", "each": "<scope>"},
+        {"for": "route", "in": "routes", "each": "queue:route:<route>"},
+        "queue:create-task:project:<projectId>",
+        "queue:scheduler-id:<schedulerId>",
+        {
+            "AnyOf": [
+                {"for": "priority", "in": "priorities", "each": "queue:create-task:<priority>:<taskQueueId>"}
+            ]
+        },
+    ]
+}
 
 
 def check_task_id(task_id: str, name: str = "taskId") -> str:
@@ -57,15 +71,7 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
     known to be valid (400 first).
     """
     definition = define(q, task_id, body)
-    priority = definition["priority"]
-    guard(
-        scopes=definition["scopes"],
-        routes=definition["routes"],
-        projectId=definition["projectId"],
-        schedulerId=definition["schedulerId"],
-        taskQueueId=definition["taskQueueId"],
-        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
-    )
+    guard_definition(guard, definition)
     rec = new_record(task_id, definition, definition["retries"])
     for attempt in range(3):
         try:
@@ -80,18 +86,41 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
 
 async def _create_tx(q: Queue, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:
     async with q.storage.transaction() as tx:
-        await groups.join_group_tx(q, tx, rec)
-        row = await tx.fetchrow("get_task_for_update", rec.task_id)
-        if row is not None:
-            return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
-        blocked = await _add_dependencies_tx(tx, rec)
-        defined = task_message("task-defined", rec.status(), rec.definition)
-        change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
-        change.messages.insert(0, defined)
-        # The row goes in already scheduled: one insert instead of an insert and an update.
-        await service.insert_record_tx(tx, change.record)
-        change.changed = False
-        await service.apply_tx(q, tx, change, old_version=rec.version)
+        return await create_task_tx(q, tx, rec.task_id, definition)
+
+
+def guard_definition(guard: Guard, definition: TaskDefinition) -> None:
+    """Check createTask's scopes (`CREATE_TASK_SCOPES`) with the values of `definition`."""
+    priority = definition["priority"]
+    guard(
+        scopes=definition["scopes"],
+        routes=definition["routes"],
+        projectId=definition["projectId"],
+        schedulerId=definition["schedulerId"],
+        taskQueueId=definition["taskQueueId"],
+        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
+    )
+
+
+async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinition) -> StatusAnswer:
+    """createTask inside `tx`, for a definition `define()` checked and whose scopes were checked.
+
+    The task's dependencies must exist, in `tx` or before it (400 otherwise); the same definition
+    again answers the task's status, another is a 409.
+    """
+    rec = new_record(task_id, definition, definition["retries"])
+    await groups.join_group_tx(q, tx, rec)
+    row = await tx.fetchrow("get_task_for_update", rec.task_id)
+    if row is not None:
+        return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
+    blocked = await _add_dependencies_tx(tx, rec)
+    defined = task_message("task-defined", rec.status(), rec.definition)
+    change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
+    change.messages.insert(0, defined)
+    # The row goes in already scheduled: one insert instead of an insert and an update.
+    await service.insert_record_tx(tx, change.record)
+    change.changed = False
+    await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
 
 

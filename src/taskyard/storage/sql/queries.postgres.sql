@@ -85,3 +85,6 @@ SELECT * FROM artifacts
 -- name: get_live_log_for_update
 -- Racing appends to one live log take turns: the loser sees the winner's length.
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE
+
+-- name: lock_task_graph
+SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE

@@ -69,3 +69,7 @@ SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER B
 
 -- name: get_live_log_for_update
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
+
+-- name: lock_task_graph
+-- SQLite transactions are serialised (BEGIN IMMEDIATE): a plain read is enough.
+SELECT * FROM task_graphs WHERE task_graph_id = $1
