@@ -26,12 +26,25 @@ GRAPH_SCOPES = ["queue:create-task:*", "queue:scheduler-id:task-graph-scheduler"
 META = {"name": "g", "description": "a graph", "owner": "dev@example.com", "source": "https://example.com/g"}
 
 
-def node(clock: FakeClock, task_id: str, requires: list[str] | None = None, reruns: int = 0, **task: Any) -> dict[str, Any]:
-    return {"taskId": task_id, "requires": requires or [], "reruns": reruns, "task": definition(clock(), **task)}
+def node(
+    clock: FakeClock, task_id: str, requires: list[str] | None = None, reruns: int = 0, **task: Any
+) -> dict[str, Any]:
+    return {
+        "taskId": task_id,
+        "requires": requires or [],
+        "reruns": reruns,
+        "task": definition(clock(), **task),
+    }
 
 
 def graph(*nodes: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"scopes": GRAPH_SCOPES, "metadata": META, "tags": {"kind": "test"}, "tasks": list(nodes), **fields}
+    return {
+        "scopes": GRAPH_SCOPES,
+        "metadata": META,
+        "tags": {"kind": "test"},
+        "tasks": list(nodes),
+        **fields,
+    }
 
 
 class Announced:
@@ -233,7 +246,9 @@ async def test_a_final_exception_blocks_and_a_retried_one_does_not(
     assert (await graphs.inspect_task(scheduler, gid, a))["rerunsLeft"] == 3
 
 
-async def test_extend_adds_tasks_and_is_idempotent(scheduler: Scheduler, queue: Queue, clock: FakeClock) -> None:
+async def test_extend_adds_tasks_and_is_idempotent(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
     gid, a, b, c = new_id(), new_id(), new_id(), new_id()
     await create(scheduler, gid, graph(node(clock, a)))
     extension = {"tasks": [node(clock, b, [a])]}
@@ -273,7 +288,9 @@ async def test_the_label_form_substitutes_task_ids_and_carries_routing(
             },
         },
     }
-    assert (await graphs.create_task_graph(scheduler, gid, body, guard=ALLOW_ALL))["status"]["routing"] == "nightly"
+    assert (await graphs.create_task_graph(scheduler, gid, body, guard=ALLOW_ALL))["status"][
+        "routing"
+    ] == "nightly"
     entries = (await graphs.inspect(scheduler, gid))["tasks"]
     assert [e["label"] for e in entries] == ["build", "test"]
     build, test = entries[0]["taskId"], entries[1]["taskId"]
