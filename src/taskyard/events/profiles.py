@@ -19,6 +19,10 @@ words of the task's `taskyard:routing` tag, if it has one: a scheduler that tags
 task-failed carries failed runs and every exception that leaves the task resolved for good
 (canceled, deadline-exceeded, an error the queue does not retry, retries used up); an exception
 the queue retries says nothing there, as the new run's task-pending announces the retry.
+
+The task-graph scheduler's events (`task-graph-*`) go to `exchange/taskcluster-scheduler/v1/<name>`
+unchanged in `tc`, and in `seed` to `v1/scheduler:<name>` (running, blocked, finished) with the
+status structure as body and the key `_._._._._._.<schedulerId>.<taskGraphId>.<graph routing>`.
 """
 
 from __future__ import annotations
