@@ -166,10 +166,9 @@ async def _add_tasks_tx(
 ) -> None:
     """The graph's rows for `nodes`, then each task in the queue, every task after those it requires."""
     rows = [
-        (n.task_id, graph_id, first_position + i, n.label, _dumps(n.requires), n.reruns)
-        for i, n in enumerate(nodes)
+        [n.task_id, first_position + i, n.label, _dumps(n.requires), n.reruns] for i, n in enumerate(nodes)
     ]
-    await tx.executemany("insert_task_graph_task", rows)
+    await tx.execute("insert_task_graph_tasks", graph_id, _dumps(rows))
     names = {n.task_id: n.label or n.task_id for n in nodes}
     for task_id in task_graph.topological(nodes):
         try:

@@ -326,10 +326,6 @@ VALUES (:task_graph_id, :scheduler_id, 'running', :routing, :scopes, :routes, :m
 -- name: get_task_graph
 SELECT * FROM task_graphs WHERE task_graph_id = $1
 
--- name: insert_task_graph_task
-INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
-VALUES ($1, $2, $3, $4, $5, $6, $6)
-
 -- name: task_graph_tasks
 -- A graph's tasks with their queue state and definition, in the order they were given.
 SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id

@@ -73,3 +73,10 @@ SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
 -- name: lock_task_graph
 -- SQLite transactions are serialised (BEGIN IMMEDIATE): a plain read is enough.
 SELECT * FROM task_graphs WHERE task_graph_id = $1
+
+-- name: insert_task_graph_tasks
+-- A graph's task rows in one statement: $2 is a JSON list of [taskId, position, label, requires, reruns].
+INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
+SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[4]')
+  FROM json_each($2)
