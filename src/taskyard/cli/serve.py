@@ -108,7 +108,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             ),
         ]
         opened.push_async_callback(_stop, loops)
-        opened.callback(lambda: [stop() for stop in unsubscribe])
+        opened.callback(unsubscribe)
         yield Deployment(app, queue.live_log_followers)
 
 

@@ -1,8 +1,9 @@
 """What the scheduler does when a task of one of its graphs resolves.
 
-It hears of resolutions from the queue's events (`subscribe`), and, as a safety net for events it
-missed (it was down, another process relayed them), from a sweep of the running graphs' tasks
-(`sweep`). Either way it acts on the task's current state in the database, not on what the
+It hears of resolutions from the queue's events (`subscribe`: on RabbitMQ, a durable queue of its
+own, so nothing is lost while it is down), and, as a safety net for events it missed (an
+in-process bus hears only what its own process relayed), from a sweep of the running graphs'
+tasks (`sweep`). Either way it acts on the task's current state in the database, not on what the
 event said, so acting twice (a redelivered event, two scheduler processes) does nothing more:
 
 - completed: counted once per task; the graph is `finished` when every task has been counted;
@@ -17,7 +18,6 @@ the queue's dependency resolver satisfies when a task completes (also after a re
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
@@ -84,17 +84,26 @@ async def sweep(s: Scheduler) -> int:
     async with s.storage.reader() as session:
         rows = await session.fetch("task_graph_tasks_to_look_at", SWEEP_BATCH)
     for row in rows:
-        s.hear(row["task_id"])
+        try:
+            await react(s, row["task_id"])
+        except Exception:
+            log.exception("task-graph scheduler could not act on task %s; trying again later", row["task_id"])
     return len(rows)
 
 
-def subscribe(s: Scheduler, bus: EventBus, profiles: tuple[str, ...]) -> list[Callable[[], None]]:
-    """Hear of every resolution of this scheduler's tasks the bus delivers; the unsubscribers."""
+def queue_name(s: Scheduler) -> str:
+    """The scheduler's durable queue on RabbitMQ: one per schedulerId, shared by its processes."""
+    return f"taskyard/scheduler/{s.scheduler_id}"
 
-    def heard(envelope: Envelope) -> None:
+
+def subscribe(s: Scheduler, bus: EventBus, profiles: tuple[str, ...]) -> Callable[[], None]:
+    """Act on every resolution of this scheduler's tasks the bus delivers, from its durable queue
+    on RabbitMQ (nothing is lost while no scheduler runs); answer a function that stops it."""
+
+    async def heard(envelope: Envelope) -> None:
         status = envelope.body.get("status") if isinstance(envelope.body, dict) else None
         if isinstance(status, dict) and isinstance(status.get("taskId"), str):
-            s.hear(status["taskId"])
+            await react(s, status["taskId"])
 
     if "tc" in profiles:
         pattern = f"primary.*.*.*.*.*.*.{s.scheduler_id}.#"
@@ -102,31 +111,16 @@ def subscribe(s: Scheduler, bus: EventBus, profiles: tuple[str, ...]) -> list[Ca
     else:
         pattern = f"*.*.*.*.*.*.{s.scheduler_id}.#"
         names = [SEED_PREFIX + e for e in ("task-completed", "task-failed")]
-    return [bus.subscribe(name, pattern, heard) for name in names]
+    return bus.consume(queue_name(s), [(name, pattern) for name in names], heard)
 
 
 async def run_forever(s: Scheduler) -> None:
-    """Act on what was heard as it is heard; sweep every `sweep_interval`. Until cancelled."""
-    loop = asyncio.get_running_loop()
-    next_sweep = 0.0
+    """Sweep for resolutions no event told of, every `sweep_interval` (more often while it finds
+    some), until cancelled."""
     while True:
         try:
-            if loop.time() >= next_sweep:
-                next_sweep = loop.time() + s.sweep_interval
-                await sweep(s)
-            await _drain(s)
+            while await sweep(s) >= SWEEP_BATCH:
+                pass
         except Exception:
-            log.exception("task-graph scheduler failed; retrying in %.1fs", s.sweep_interval)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(s.woken.wait(), max(0.0, next_sweep - loop.time()))
-
-
-async def _drain(s: Scheduler) -> None:
-    while s.touched:
-        s.woken.clear()
-        batch, s.touched = s.touched, set()
-        for task_id in sorted(batch):
-            try:
-                await react(s, task_id)
-            except Exception:
-                log.exception("task-graph scheduler could not act on task %s; the sweep will retry", task_id)
+            log.exception("task-graph scheduler sweep failed; retrying in %.1fs", s.sweep_interval)
+        await asyncio.sleep(s.sweep_interval)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from taskyard.model import task_graph
@@ -16,10 +15,8 @@ Expand = Callable[[Iterable[str]], Awaitable[list[str]]]
 
 class Scheduler:
     """Everything the scheduler's operations share: the queue (its storage, clock and events),
-    the scheduler's id, and how to role-expand a graph's scopes (`expand`).
-
-    `touched` holds the taskIds whose resolution the scheduler has heard of and not yet acted on;
-    `woken` is set when it grows.
+    the scheduler's id, how to role-expand a graph's scopes (`expand`), and how often to sweep
+    for resolutions no event told of.
     """
 
     def __init__(
@@ -36,13 +33,6 @@ class Scheduler:
         self.expand = expand
         self.scheduler_id = scheduler_id
         self.sweep_interval = sweep_interval
-        self.touched: set[str] = set()
-        self.woken = asyncio.Event()
-
-    def hear(self, task_id: str) -> None:
-        """A task of some graph may have resolved: act on it soon."""
-        self.touched.add(task_id)
-        self.woken.set()
 
 
 def status_of(row: Row) -> LooseJSON:
