@@ -342,3 +342,28 @@ async def test_the_sweep_acts_on_resolutions_no_event_told_of(
     assert await reactions.sweep(scheduler) == 1
     assert await graph_state(scheduler, gid) == "finished"
     assert await reactions.sweep(scheduler) == 0
+
+
+async def test_a_task_may_also_depend_on_tasks_outside_the_graph(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    outside, gid, a = new_id(), new_id(), new_id()
+    await tasks.create_task(queue, outside, definition(clock(), taskQueueId="other/queue"), guard=ALLOW_ALL)
+    missing = new_id()
+    with pytest.raises(InputError, match=f"task {a}: dependencies: task.s. {missing} do not exist"):
+        await create(scheduler, gid, graph(node(clock, a, dependencies=[missing])))
+    await create(scheduler, gid, graph(node(clock, a, dependencies=[outside])))
+    assert await state(queue, a) == "unscheduled"
+    found = await claims.claim_pending(queue, "other/queue", WORKER, 1)
+    await claims.report(queue, found[0]["status"]["taskId"], 0, "completed", "completed")
+    await settle(scheduler, outside)
+    assert await state(queue, a) == "pending"
+
+
+async def test_a_task_id_the_queue_already_has_is_a_409(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    a = new_id()
+    await tasks.create_task(queue, a, definition(clock()), guard=ALLOW_ALL)
+    with pytest.raises(RequestConflict, match="already used by a task of the queue"):
+        await create(scheduler, new_id(), graph(node(clock, a)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from taskyard.model import dates, runs, slugid, task_definition
 from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict
 from taskyard.model.guard import Guard
-from taskyard.model.messages import task_message
+from taskyard.model.messages import Message, task_message
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import Priority, TaskDefinition
@@ -122,6 +122,70 @@ async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinit
     change.changed = False
     await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
+
+
+async def create_tasks_tx(q: Queue, tx: Tx, items: list[tuple[str, TaskDefinition]]) -> None:
+    """createTask for many new tasks inside `tx`, in a bounded number of statements per task.
+
+    Each definition was checked by `define()` and its scopes by the caller. Every task must be
+    new (a taskId that exists is a UniqueViolation) and listed after the tasks of `items` it
+    depends on; dependencies outside `items` must exist (400 naming the task otherwise).
+    """
+    records = [new_record(task_id, definition, definition["retries"]) for task_id, definition in items]
+    for rec in _one_per_group(records):
+        await groups.join_group_tx(q, tx, rec)
+    states = await _outside_dependencies_tx(tx, records)
+    edges: list[tuple[str, str, str, bool, int]] = []
+    messages: list[Message] = []
+    for rec in records:
+        blocked = False
+        for dep in rec.definition["dependencies"]:
+            state = states.get(dep, "unscheduled") if dep != rec.task_id else "unscheduled"
+            satisfied = state == "completed" or (
+                rec.requires == "all-resolved" and state in ("failed", "exception")
+            )
+            blocked = blocked or not satisfied
+            edges.append((dep, rec.task_id, rec.requires, satisfied, rec.expires))
+        change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
+        states[rec.task_id] = change.record.state
+        await service.insert_record_tx(tx, change.record)
+        if change.enqueue_run is not None:
+            await service.enqueue_tx(q, tx, change.record, change.enqueue_run)
+        messages.append(task_message("task-defined", rec.status(), rec.definition))
+        messages += change.messages
+    if edges:
+        await tx.executemany("insert_dependency", edges)
+    await service.publish_tx(q, tx, messages)
+
+
+def _one_per_group(records: list[TaskRecord]) -> list[TaskRecord]:
+    """For each task group, the record that keeps it longest: joining with it joins them all."""
+    latest: dict[str, TaskRecord] = {}
+    for rec in records:
+        if rec.task_group_id not in latest or rec.expires > latest[rec.task_group_id].expires:
+            latest[rec.task_group_id] = rec
+    return list(latest.values())
+
+
+async def _outside_dependencies_tx(tx: Tx, records: list[TaskRecord]) -> dict[str, str]:
+    """The states of the dependencies that are not among `records`; 400 for missing or expiring ones."""
+    inside = {r.task_id for r in records}
+    outside = sorted({d for r in records for d in r.definition["dependencies"] if d not in inside})
+    found = {r["task_id"]: r for r in await tx.fetch("lock_required_tasks", outside)} if outside else {}
+    for rec in records:
+        deps = [d for d in rec.definition["dependencies"] if d not in inside]
+        missing = [d for d in deps if d not in found]
+        if missing:
+            raise InputError(
+                f"task {rec.task_id}: dependencies: task(s) {', '.join(missing[:10])} do not exist"
+            )
+        short = [d for d in deps if found[d]["expires"] < rec.deadline]
+        if short:
+            raise InputError(
+                f"task {rec.task_id}: dependencies: task(s) {', '.join(short[:10])} "
+                "expire before its deadline"
+            )
+    return {task_id: row["state"] for task_id, row in found.items()}
 
 
 async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:

@@ -92,7 +92,7 @@ async def _definitions(s: Scheduler, graph: Graph, graph_scopes: list[str]) -> d
     """Each task's definition as the queue checks it, and allowed by the graph's scopes; one 400
     naming every task that is not."""
     held = await s.expand(graph_scopes)
-    guard = _scopes_guard(held)
+    guard = _scopes_guard(held, {})
     problems: list[str] = []
     found: dict[str, TaskDefinition] = {}
     for node in graph.nodes:
@@ -120,10 +120,19 @@ async def _definitions(s: Scheduler, graph: Graph, graph_scopes: list[str]) -> d
     return found
 
 
-def _scopes_guard(held: list[str]) -> Guard:
+def _scopes_guard(held: list[str], allowed: dict[str, bool]) -> Guard:
+    """createTask's check against `held`; `allowed` remembers the values already found allowed
+    (the tasks of a graph mostly share them)."""
+
     def guard(**values: object) -> None:
+        key = repr(sorted(values.items()))
+        if allowed.get(key):
+            return
         expression = scopes.render(tasks.CREATE_TASK_SCOPES, values)
-        if expression is None or scopes.satisfies_expression(held, expression):
+        if expression is not None and scopes.satisfies_expression(held, expression):
+            allowed[key] = True
+            return
+        if expression is None:
             return
         unsatisfied = scopes.remove_given_scopes(held, expression)
         assert unsatisfied is not None
@@ -169,12 +178,13 @@ async def _add_tasks_tx(
         [n.task_id, first_position + i, n.label, _dumps(n.requires), n.reruns] for i, n in enumerate(nodes)
     ]
     await tx.execute("insert_task_graph_tasks", graph_id, _dumps(rows))
-    names = {n.task_id: n.label or n.task_id for n in nodes}
-    for task_id in task_graph.topological(nodes):
-        try:
-            await tasks.create_task_tx(s.queue, tx, task_id, definitions[task_id])
-        except TaskyardError as exc:  # the queue refused it: say which task, as the same kind of error
-            raise type(exc)(f"task {names[task_id]}: {exc.message}") from exc
+    order = task_graph.topological(nodes)
+    try:
+        await tasks.create_tasks_tx(s.queue, tx, [(task_id, definitions[task_id]) for task_id in order])
+    except UniqueViolation as exc:
+        raise RequestConflict(
+            "a taskId of the graph is already used by a task of the queue; give the graph new taskIds"
+        ) from exc
 
 
 async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphStatus:
