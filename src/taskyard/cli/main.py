@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, db, options, tasks
+from taskyard.cli import admin, db, graphs, options, tasks
 from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
@@ -41,6 +41,7 @@ def parser() -> argparse.ArgumentParser:
     worker_cli.add_command(commands)
     admin.add_commands(commands)
     tasks.add_commands(commands)
+    graphs.add_commands(commands)
     db.add_commands(commands)
     events_cli.add_command(commands)
     return top
@@ -106,7 +107,7 @@ def log_level(env: Mapping[str, str]) -> str:
 
 def _main(argv: Sequence[str] | None) -> int:
     args = parser().parse_args(argv)
-    if args.command in admin.COMMANDS or args.command in tasks.COMMANDS:
+    if args.command in (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS):
         return admin.main(args, os.environ)
     if args.command in db.COMMANDS:
         return db.main(args, os.environ)
