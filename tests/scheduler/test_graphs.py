@@ -367,3 +367,32 @@ async def test_a_task_id_the_queue_already_has_is_a_409(
     await tasks.create_task(queue, a, definition(clock()), guard=ALLOW_ALL)
     with pytest.raises(RequestConflict, match="already used by a task of the queue"):
         await create(scheduler, new_id(), graph(node(clock, a)))
+
+
+@pytest.mark.parametrize("profile", ["tc", "seed"])
+async def test_the_scheduler_acts_on_the_events_of_either_profile(
+    scheduler: Scheduler, queue: Queue, storage: Storage, clock: FakeClock, profile: str
+) -> None:
+    from taskyard.events.profiles import Profiles
+
+    bus = MemoryBus(Profiles([profile]))
+    relay = OutboxRelay(storage, bus)
+    stop = reactions.subscribe(scheduler, bus, (profile,))
+    try:
+        gid, a = new_id(), new_id()
+        await create(scheduler, gid, graph(node(clock, a, reruns=1)))
+        found = await claims.claim_pending(queue, TQ, WORKER, 1)
+        await claims.report(queue, a, found[0]["runId"], "failed", "failed")
+        while await relay.relay_once():
+            pass
+        await bus.flush()
+        assert await state(queue, a) == "pending"  # rerun on hearing task-failed
+        found = await claims.claim_pending(queue, TQ, WORKER, 1)
+        await claims.report(queue, a, found[0]["runId"], "completed", "completed")
+        while await relay.relay_once():
+            pass
+        await bus.flush()
+        assert await graph_state(scheduler, gid) == "finished"
+    finally:
+        stop()
+        await bus.close()
