@@ -37,6 +37,7 @@ from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.livelogs import StreamUrls
 from taskyard.queue.poll import PollKeys
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 from tests.events.rabbit import PrivateRabbit, private_rabbit_unavailable
@@ -274,6 +275,12 @@ async def queue(
     q = new_queue(storage, clock, blobs=blobs, live_log_urls=live_log_urls)
     await q.start()
     yield q
+
+
+@pytest.fixture
+def scheduler(queue: Queue, auth: Auth) -> Scheduler:
+    """The task-graph scheduler on the test's queue, expanding graph scopes with `auth`'s roles."""
+    return Scheduler(queue, expand=auth.expand)
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ ALLOWED = {
     "events": {"model", "storage"},
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
-    "api": {"model", "storage", "events", "artifacts", "auth", "queue", "config", "__init__"},
+    "scheduler": {"model", "storage", "events", "queue"},
+    "api": {"model", "storage", "events", "artifacts", "auth", "queue", "scheduler", "config", "__init__"},
     # The worker is a client of the API: it signs requests, and never reaches into the server.
     "worker": {"model", "auth", "config", "lockfile"},
     "cli": {
@@ -26,6 +27,7 @@ ALLOWED = {
         "artifacts",
         "auth",
         "queue",
+        "scheduler",
         "api",
         "config",
         "worker",

@@ -37,6 +37,8 @@ class ServerConfig:
     events: str = field(default="memory://", repr=False)
     # Which exchange layouts the bus publishes: "tc" (TaskCluster's) and/or "seed" (v1/queue:*).
     event_profiles: tuple[str, ...] = ("tc", "seed")
+    # The task-graph scheduler's id: the schedulerId of every task of its graphs.
+    scheduler_id: str = "task-graph-scheduler"
     root_access_token: str = field(default="", repr=False)
     # Derives the access tokens of the clients stored in the database; every process of one
     # deployment needs the same key.

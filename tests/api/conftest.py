@@ -29,6 +29,7 @@ from taskyard.auth.service import Auth
 from taskyard.model import dates, slugid
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock
 
 BASE = "http://testserver"
@@ -256,7 +257,7 @@ def live_log_urls() -> livelogs.StreamUrls:
 
 @pytest.fixture
 def services(queue: Queue, auth: Auth) -> Services:
-    return Services(queue=queue, auth=auth)
+    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand))
 
 
 @pytest.fixture

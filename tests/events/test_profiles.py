@@ -75,12 +75,18 @@ async def test_both_profiles_are_published_from_one_stored_event(
 
 
 async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
-    assert Profiles(["tc"]).exchanges() == [TC_PREFIX + e for e in EXCHANGES]
+    scheduler = ["running", "extended", "blocked", "finished"]
+    assert Profiles(["tc"]).exchanges() == [TC_PREFIX + e for e in EXCHANGES] + [
+        f"exchange/taskcluster-scheduler/v1/task-graph-{name}" for name in scheduler
+    ]
     assert Profiles(["seed"]).exchanges() == [
         "v1/queue:task-pending",
         "v1/queue:task-running",
         "v1/queue:task-completed",
         "v1/queue:task-failed",
+        "v1/scheduler:task-graph-running",
+        "v1/scheduler:task-graph-blocked",
+        "v1/scheduler:task-graph-finished",
     ]
 
 

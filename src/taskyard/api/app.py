@@ -20,7 +20,17 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, azure_queue, blobs, index, livelog_v1, queue_v1
+from taskyard.api import (
+    artifacts_v1,
+    auth_v1,
+    authz,
+    azure_queue,
+    blobs,
+    index,
+    livelog_v1,
+    queue_v1,
+    scheduler_v1,
+)
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
@@ -36,14 +46,17 @@ from taskyard.model.errors import (
     TaskyardError,
 )
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 
 
 @dataclass
 class Services:
-    """What the routes need: the queue, the auth service (clients, roles, Hawk) and the body limit."""
+    """What the routes need: the queue, the auth service (clients, roles, Hawk), the task-graph
+    scheduler and the body limit."""
 
     queue: Queue
     auth: Auth
+    scheduler: Scheduler
     max_body_bytes: int = 10 * 1024 * 1024
     started: float = field(default_factory=time.monotonic)
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
@@ -269,7 +282,11 @@ def routes_for(
 
 def service_tables() -> dict[str, list[Route]]:
     """Each service's routes, by the name in `/api/<service>/v1/` (`taskyard api` reads these too)."""
-    return {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+    return {
+        "queue": queue_v1.ROUTES + artifacts_v1.ROUTES,
+        "auth": auth_v1.ROUTES,
+        "scheduler": scheduler_v1.ROUTES,
+    }
 
 
 def build_app(services: Services) -> Starlette:
@@ -280,6 +297,7 @@ def build_app(services: Services) -> Starlette:
     tables = service_tables()
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
+    routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
     app = Starlette(
         routes=routes,

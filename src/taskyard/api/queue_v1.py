@@ -335,19 +335,7 @@ WORKER_PATH = "/provisioners/{provisionerId}/worker-types/{workerType}/workers/{
 # createTask's values come from the task definition it validates, with its defaults filled in.
 CREATE_TASK_LOADS = ("scopes", "routes", "projectId", "schedulerId", "taskQueueId", "priorities")
 RESOLVER_LOADS = ("schedulerId", "taskGroupId", "projectId")
-CREATE_TASK_SCOPES = {
-    "AllOf": [
-        {"for": "scope", "in": "scopes", "each": "<scope>"},
-        {"for": "route", "in": "routes", "each": "queue:route:<route>"},
-        "queue:create-task:project:<projectId>",
-        "queue:scheduler-id:<schedulerId>",
-        {
-            "AnyOf": [
-                {"for": "priority", "in": "priorities", "each": "queue:create-task:<priority>:<taskQueueId>"}
-            ]
-        },
-    ]
-}
+CREATE_TASK_SCOPES = tasks.CREATE_TASK_SCOPES
 
 ROUTES = [
     Route("GET", "/ping", "ping", ping),

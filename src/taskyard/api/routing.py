@@ -34,6 +34,7 @@ B = TypeVar("B", bound=Mapping[str, object])
 PARAM_PATTERNS = {
     "taskId": SLUGID,
     "taskGroupId": SLUGID,
+    "taskGraphId": SLUGID,
     "provisionerId": IDENT,
     "workerType": IDENT,
     "workerGroup": IDENT,

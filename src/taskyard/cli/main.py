@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, api_call, contexts, db, lists, options, tasks, utilities
+from taskyard.cli import admin, api_call, contexts, db, graphs, lists, options, tasks, utilities
 from taskyard.cli import events as events_cli
 from taskyard.cli import worker as worker_cli
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
@@ -28,7 +28,7 @@ EXIT_IN_USE = 3
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141
 # Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`).
-API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, "queue", "api")
+API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, "queue", "api")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -58,6 +58,7 @@ def parser() -> argparse.ArgumentParser:
     lists.add_worker_list(commands.choices["worker"])
     admin.add_commands(commands)
     tasks.add_commands(commands)
+    graphs.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -99,6 +100,12 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         "--events",
         help="event bus: memory:// (in process) or amqp://user:password@host:port/vhost (RabbitMQ)",
         default="memory://",
+    )
+    add(
+        parser,
+        "--scheduler-id",
+        help="the task-graph scheduler's schedulerId: graph tasks carry it",
+        default="task-graph-scheduler",
     )
     add(
         parser,
@@ -218,9 +225,16 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         max_artifact_bytes=values["max_artifact_bytes"],
         events=events.check_url(values["events"]),
         event_profiles=parse_profiles(values["event_profiles"]),
+        scheduler_id=scheduler_id(values["scheduler_id"]),
         bench_skip_auth=bench_skip_auth(values["host"], environ),
         processes=processes,
     )
+
+
+def scheduler_id(value: str) -> str:
+    if not re.fullmatch(r"[a-zA-Z0-9_-]{1,38}", value):
+        raise ConfigError("scheduler-id", value, "must be 1 to 38 letters, digits, `-` or `_`")
+    return value
 
 
 def bench_skip_auth(host: str, environ: Mapping[str, str]) -> bool:

@@ -34,6 +34,8 @@ from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs, poll, resolvers
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
+from taskyard.scheduler import reactions
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
 
 log = logging.getLogger(__name__)
@@ -89,9 +91,12 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             log.warning(
                 "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"
             )
+        scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
+        unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         services = Services(
             queue,
             auth,
+            scheduler,
             max_body_bytes=config.queue.max_body_bytes,
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
@@ -100,11 +105,13 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
             *resolvers.start_all(queue),
+            asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
             asyncio.create_task(
                 clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
             ),
         ]
         opened.push_async_callback(_stop, loops)
+        opened.callback(unsubscribe)
         yield Deployment(app, queue.live_log_followers)
 
 

@@ -14,6 +14,8 @@ that one logs every failed attempt, and publishing through it while it reconnect
 of failing fast, which would hold the relay's transaction open.
 
 `subscribe` delivers, in this process, what this bus published once the broker confirmed it.
+`consume` reads a durable queue of the caller's, bound as asked, from whichever process published
+(the task-graph scheduler's), acknowledging each message once its handler returned.
 
 `following` is the other side, for a consumer in another process (`taskyard events tail`): a queue of
 its own, exclusive and auto-deleted, bound as asked, yielding each message as it arrives.
@@ -108,6 +110,7 @@ class AmqpBus:
         self._ready = asyncio.Event()
         self._lost = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
+        self._consumers: list[asyncio.Task[None]] = []  # durable queues consumed (`consume`)
         self._outage = Outage()
         self.failed_attempts = 0  # connection attempts that failed, since the start
         self._lost_reason = ""
@@ -173,7 +176,82 @@ class AmqpBus:
     def subscribe(self, exchange: str, pattern: str, handler: Handler) -> Callable[[], None]:
         return self._local.subscribe(exchange, pattern, handler)
 
+    def consume(
+        self, queue: str, bindings: Sequence[tuple[str, str]], handler: Handler
+    ) -> Callable[[], None]:
+        for _, pattern in bindings:
+            check_pattern(pattern)
+        task = asyncio.create_task(
+            self._consume_forever(queue, list(bindings), handler), name=f"amqp-{queue}"
+        )
+        self._consumers.append(task)
+
+        def stop() -> None:
+            task.cancel()
+
+        return stop
+
+    async def _consume_forever(self, queue: str, bindings: list[tuple[str, str]], handler: Handler) -> None:
+        """Consume `queue` until cancelled, connecting again (with backoff) whenever it is lost."""
+        backoff = self.min_backoff
+        outage = Outage()
+        while True:
+            connection: AbstractConnection | None = None
+            try:
+                connection = await asyncio.wait_for(aio_pika.connect(self._url), self.connect_timeout)
+                channel = await connection.channel()
+                await channel.set_qos(prefetch_count=64)
+                declared = await channel.declare_queue(queue, durable=True)
+                for exchange, pattern in bindings:
+                    source = await channel.declare_exchange(
+                        exchange, aio_pika.ExchangeType.TOPIC, durable=True
+                    )
+                    await declared.bind(source, pattern)
+                if outage.ends(time.monotonic())[1] is not None:
+                    log.info("consuming %s from RabbitMQ at %s again", queue, self.where)
+                backoff = self.min_backoff
+                await self._consume_until_lost(connection, declared, handler)
+                if outage.begins(time.monotonic()):
+                    log.warning("lost RabbitMQ at %s while consuming %s; reconnecting", self.where, queue)
+            except _BROKER_ERRORS as exc:
+                if outage.begins(time.monotonic()):
+                    log.warning(
+                        "cannot consume %s from RabbitMQ at %s (%s); retrying",
+                        queue,
+                        self.where,
+                        _reason(exc),
+                    )
+            finally:
+                if connection is not None:
+                    await _close_quietly(connection)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+
+    async def _consume_until_lost(
+        self, connection: AbstractConnection, queue: aio_pika.abc.AbstractQueue, handler: Handler
+    ) -> None:
+        arrived: asyncio.Queue[AbstractIncomingMessage | None] = asyncio.Queue()
+        connection.close_callbacks.add(lambda *_: arrived.put_nowait(None))
+        await queue.consume(arrived.put)
+        while (message := await arrived.get()) is not None:
+            try:
+                result = handler(_received(message))
+                if result is not None:
+                    await result
+            except Exception:
+                log.exception("handling a message of %s failed; it will come again", queue.name)
+                await asyncio.sleep(self.max_backoff)
+                await message.nack(requeue=True)
+                continue
+            await message.ack()
+
     async def close(self) -> None:
+        for task in self._consumers:
+            task.cancel()
+        for task in self._consumers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._consumers.clear()
         if self._keeper is not None:
             self._keeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -84,6 +84,18 @@ class MemoryBus:
         self._subscriptions.append(entry)
         return lambda: self._subscriptions.remove(entry) if entry in self._subscriptions else None
 
+    def consume(
+        self, queue: str, bindings: Sequence[tuple[str, str]], handler: Handler
+    ) -> Callable[[], None]:
+        """In process there is nothing durable: every binding is a subscription."""
+        stops = [self.subscribe(exchange, pattern, handler) for exchange, pattern in bindings]
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        return stop_all
+
     async def close(self) -> None:
         self._subscriptions.clear()
         if self._dispatcher is not None:

@@ -83,5 +83,16 @@ class EventBus(Protocol):
 
         BadPattern for a pattern that breaks the topic rules (`check_pattern`)."""
 
+    def consume(
+        self, queue: str, bindings: Sequence[tuple[str, str]], handler: Handler
+    ) -> Callable[[], None]:
+        """Call `handler` for every envelope routed to the durable queue `queue`, bound to each
+        (exchange, pattern) of `bindings`; answer a function that stops consuming.
+
+        On RabbitMQ the queue outlives this process: what arrives while nobody consumes waits for
+        the next consumer, and a message is acknowledged only once `handler` returned (a handler
+        that raises gets it again later). Several processes consuming one queue share its
+        messages. In process, it is `subscribe` for each binding. BadPattern as `subscribe`."""
+
     async def close(self) -> None:
         """Stop delivering."""

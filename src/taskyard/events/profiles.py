@@ -19,6 +19,10 @@ words of the task's `taskyard:routing` tag, if it has one: a scheduler that tags
 task-failed carries failed runs and every exception that leaves the task resolved for good
 (canceled, deadline-exceeded, an error the queue does not retry, retries used up); an exception
 the queue retries says nothing there, as the new run's task-pending announces the retry.
+
+The task-graph scheduler's events (`task-graph-*`) go to `exchange/taskcluster-scheduler/v1/<name>`
+unchanged in `tc`, and in `seed` to `v1/scheduler:<name>` (running, blocked, finished) with the
+status structure as body and the key `_._._._._._.<schedulerId>.<taskGraphId>.<graph routing>`.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from taskyard.events.port import Envelope
 from taskyard.model.errors import ConfigError
-from taskyard.model.messages import EXCHANGES, Message
+from taskyard.model.messages import EXCHANGES, SCHEDULER_EXCHANGES, Message
 from taskyard.model.runs import MAX_RUNS, RETRY_REASONS
 from taskyard.model.types import LooseJSON
 
@@ -37,6 +41,10 @@ log = logging.getLogger(__name__)
 PROFILES = ("tc", "seed")
 TC_PREFIX = "exchange/taskcluster-queue/v1/"
 SEED_PREFIX = "v1/queue:"
+TC_SCHEDULER_PREFIX = "exchange/taskcluster-scheduler/v1/"
+SEED_SCHEDULER_PREFIX = "v1/scheduler:"
+# The scheduler's seed exchanges: it has no `task-graph-extended` there.
+SEED_SCHEDULER_EXCHANGES = ("task-graph-running", "task-graph-blocked", "task-graph-finished")
 SEED_VERSION = "0.2.0"
 # A task tag whose value (dot-separated words) extends the task's seed routing key.
 ROUTING_TAG = "taskyard:routing"
@@ -86,8 +94,10 @@ class Profiles:
         names: list[str] = []
         if "tc" in self.names:
             names += [TC_PREFIX + e for e in EXCHANGES]
+            names += [TC_SCHEDULER_PREFIX + e for e in SCHEDULER_EXCHANGES]
         if "seed" in self.names:
             names += [SEED_PREFIX + e for e in _SEED_FIELDS]
+            names += [SEED_SCHEDULER_PREFIX + e for e in SEED_SCHEDULER_EXCHANGES]
         return names
 
     def map(self, message: Message) -> list[Envelope]:
@@ -109,6 +119,8 @@ class Profiles:
         return [envelope for message in messages for envelope in self.map(message)]
 
     def _seed(self, message: Message) -> list[Envelope]:
+        if message.exchange in SCHEDULER_EXCHANGES:
+            return _seed_graph(message)
         target = _SEED_TARGETS.get(message.exchange)
         if target is None or (message.exchange == "task-exception" and not final_exception(message.body)):
             return []
@@ -132,7 +144,22 @@ class Profiles:
 
 
 def _tc(message: Message) -> list[Envelope]:
-    return [Envelope(TC_PREFIX + message.exchange, message.routing_key, message.body, list(message.cc))]
+    prefix = TC_SCHEDULER_PREFIX if message.exchange in SCHEDULER_EXCHANGES else TC_PREFIX
+    return [Envelope(prefix + message.exchange, message.routing_key, message.body, list(message.cc))]
+
+
+def _seed_graph(message: Message) -> list[Envelope]:
+    """A task graph's event as the seed announces it: the status structure (and the blocking taskId)
+    on `v1/scheduler:<name>`, keyed `_._._._._._.<schedulerId>.<taskGraphId>.<graph routing>`."""
+    if message.exchange not in SEED_SCHEDULER_EXCHANGES:
+        return []
+    status = message.body["status"]
+    body: LooseJSON = dict(status)
+    if "taskId" in message.body:
+        body["taskId"] = message.body["taskId"]
+    routing = str(status.get("routing") or "_")
+    key = f"_._._._._._.{status['schedulerId']}.{status['taskGraphId']}.{routing}"
+    return [Envelope(SEED_SCHEDULER_PREFIX + message.exchange, key, body)]
 
 
 def seed_routing_key(

@@ -83,3 +83,26 @@ def group_message(
 ) -> Message:
     full = {"taskGroupId": task_group_id, "schedulerId": scheduler_id, **body, "version": 1}
     return Message(exchange, group_routing_key(task_group_id, scheduler_id), full)
+
+
+# The scheduler's exchanges (short names); the seed profile has no `task-graph-extended`.
+SCHEDULER_EXCHANGES = (
+    "task-graph-running",
+    "task-graph-extended",
+    "task-graph-blocked",
+    "task-graph-finished",
+)
+
+
+def graph_message(
+    exchange: str, status: Mapping[str, object], routes: list[str], *, task_id: str | None = None
+) -> Message:
+    """A task graph's event: `primary._._._._._._.<schedulerId>.<taskGraphId>._`, CC'd to its routes.
+
+    Positions 2 to 7 are `_` so that one binding pattern fits both the queue's and these keys.
+    """
+    key = f"primary._._._._._._.{status['schedulerId']}.{status['taskGraphId']}._"
+    body: LooseJSON = {"version": 1, "status": dict(status)}
+    if task_id is not None:
+        body["taskId"] = task_id
+    return Message(exchange, key, body, [f"route.{r}" for r in routes])

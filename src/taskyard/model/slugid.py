@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import re
 import uuid
 
@@ -20,3 +21,12 @@ def nice() -> str:
 
 def is_valid(value: object) -> bool:
     return isinstance(value, str) and PATTERN.fullmatch(value) is not None
+
+
+def derived(name: str) -> str:
+    """A slugid that is always the same for `name`: a v4-shaped UUID made from its SHA-256."""
+    raw = bytearray(hashlib.sha256(name.encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x40  # version 4, as the slugid pattern wants
+    raw[8] = (raw[8] & 0x3F) | 0x80  # RFC 4122 variant
+    raw[0] &= 0x7F  # never a leading `-`
+    return base64.urlsafe_b64encode(bytes(raw)).decode()[:22]

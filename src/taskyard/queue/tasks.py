@@ -5,7 +5,7 @@ from __future__ import annotations
 from taskyard.model import dates, runs, slugid, task_definition
 from taskyard.model.errors import InputError, InvalidRequestArguments, RequestConflict
 from taskyard.model.guard import Guard
-from taskyard.model.messages import task_message
+from taskyard.model.messages import Message, task_message
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import Priority, TaskDefinition
@@ -14,6 +14,20 @@ from taskyard.queue.service import Queue
 from taskyard.storage.port import Tx, UniqueViolation
 
 MAX_BULK_IDS = 1000
+# createTask's scope template; `guard_definition()` gives it its values.
+CREATE_TASK_SCOPES = {
+    "AllOf": [
+        {"for": "scope", "in": "scopes", "each": "<scope>"},
+        {"for": "route", "in": "routes", "each": "queue:route:<route>"},
+        "queue:create-task:project:<projectId>",
+        "queue:scheduler-id:<schedulerId>",
+        {
+            "AnyOf": [
+                {"for": "priority", "in": "priorities", "each": "queue:create-task:<priority>:<taskQueueId>"}
+            ]
+        },
+    ]
+}
 
 
 def check_task_id(task_id: str, name: str = "taskId") -> str:
@@ -57,15 +71,7 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
     known to be valid (400 first).
     """
     definition = define(q, task_id, body)
-    priority = definition["priority"]
-    guard(
-        scopes=definition["scopes"],
-        routes=definition["routes"],
-        projectId=definition["projectId"],
-        schedulerId=definition["schedulerId"],
-        taskQueueId=definition["taskQueueId"],
-        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
-    )
+    guard_definition(guard, definition)
     rec = new_record(task_id, definition, definition["retries"])
     for attempt in range(3):
         try:
@@ -80,19 +86,106 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
 
 async def _create_tx(q: Queue, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:
     async with q.storage.transaction() as tx:
-        await groups.join_group_tx(q, tx, rec)
-        row = await tx.fetchrow("get_task_for_update", rec.task_id)
-        if row is not None:
-            return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
-        blocked = await _add_dependencies_tx(tx, rec)
-        defined = task_message("task-defined", rec.status(), rec.definition)
-        change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
-        change.messages.insert(0, defined)
-        # The row goes in already scheduled: one insert instead of an insert and an update.
-        await service.insert_record_tx(tx, change.record)
-        change.changed = False
-        await service.apply_tx(q, tx, change, old_version=rec.version)
+        return await create_task_tx(q, tx, rec.task_id, definition)
+
+
+def guard_definition(guard: Guard, definition: TaskDefinition) -> None:
+    """Check createTask's scopes (`CREATE_TASK_SCOPES`) with the values of `definition`."""
+    priority = definition["priority"]
+    guard(
+        scopes=definition["scopes"],
+        routes=definition["routes"],
+        projectId=definition["projectId"],
+        schedulerId=definition["schedulerId"],
+        taskQueueId=definition["taskQueueId"],
+        priorities=task_definition.PRIORITIES[: task_definition.PRIORITIES.index(priority) + 1],
+    )
+
+
+async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinition) -> StatusAnswer:
+    """createTask inside `tx`, for a definition `define()` checked and whose scopes were checked.
+
+    The task's dependencies must exist, in `tx` or before it (400 otherwise); the same definition
+    again answers the task's status, another is a 409.
+    """
+    rec = new_record(task_id, definition, definition["retries"])
+    await groups.join_group_tx(q, tx, rec)
+    row = await tx.fetchrow("get_task_for_update", rec.task_id)
+    if row is not None:
+        return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
+    blocked = await _add_dependencies_tx(tx, rec)
+    defined = task_message("task-defined", rec.status(), rec.definition)
+    change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
+    change.messages.insert(0, defined)
+    # The row goes in already scheduled: one insert instead of an insert and an update.
+    await service.insert_record_tx(tx, change.record)
+    change.changed = False
+    await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
+
+
+async def create_tasks_tx(q: Queue, tx: Tx, items: list[tuple[str, TaskDefinition]]) -> None:
+    """createTask for many new tasks inside `tx`, in a bounded number of statements per task.
+
+    Each definition was checked by `define()` and its scopes by the caller. Every task must be
+    new (a taskId that exists is a UniqueViolation) and listed after the tasks of `items` it
+    depends on; dependencies outside `items` must exist (400 naming the task otherwise).
+    """
+    records = [new_record(task_id, definition, definition["retries"]) for task_id, definition in items]
+    for rec in _one_per_group(records):
+        await groups.join_group_tx(q, tx, rec)
+    states = await _outside_dependencies_tx(tx, records)
+    edges: list[tuple[str, str, str, bool, int]] = []
+    messages: list[Message] = []
+    for rec in records:
+        blocked = False
+        for dep in rec.definition["dependencies"]:
+            state = states.get(dep, "unscheduled") if dep != rec.task_id else "unscheduled"
+            satisfied = state == "completed" or (
+                rec.requires == "all-resolved" and state in ("failed", "exception")
+            )
+            blocked = blocked or not satisfied
+            edges.append((dep, rec.task_id, rec.requires, satisfied, rec.expires))
+        change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
+        states[rec.task_id] = change.record.state
+        await service.insert_record_tx(tx, change.record)
+        if change.enqueue_run is not None:
+            await service.enqueue_tx(q, tx, change.record, change.enqueue_run)
+        messages.append(task_message("task-defined", rec.status(), rec.definition))
+        messages += change.messages
+    if edges:
+        await tx.executemany("insert_dependency", edges)
+    await service.publish_tx(q, tx, messages)
+
+
+def _one_per_group(records: list[TaskRecord]) -> list[TaskRecord]:
+    """For each task group, the record that keeps it longest: joining with it joins them all."""
+    latest: dict[str, TaskRecord] = {}
+    for rec in records:
+        if rec.task_group_id not in latest or rec.expires > latest[rec.task_group_id].expires:
+            latest[rec.task_group_id] = rec
+    return list(latest.values())
+
+
+async def _outside_dependencies_tx(tx: Tx, records: list[TaskRecord]) -> dict[str, str]:
+    """The states of the dependencies that are not among `records`; 400 for missing or expiring ones."""
+    inside = {r.task_id for r in records}
+    outside = sorted({d for r in records for d in r.definition["dependencies"] if d not in inside})
+    found = {r["task_id"]: r for r in await tx.fetch("lock_required_tasks", outside)} if outside else {}
+    for rec in records:
+        deps = [d for d in rec.definition["dependencies"] if d not in inside]
+        missing = [d for d in deps if d not in found]
+        if missing:
+            raise InputError(
+                f"task {rec.task_id}: dependencies: task(s) {', '.join(missing[:10])} do not exist"
+            )
+        short = [d for d in deps if found[d]["expires"] < rec.deadline]
+        if short:
+            raise InputError(
+                f"task {rec.task_id}: dependencies: task(s) {', '.join(short[:10])} "
+                "expire before its deadline"
+            )
+    return {task_id: row["state"] for task_id, row in found.items()}
 
 
 async def _repeat_create_tx(q: Queue, tx: Tx, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:

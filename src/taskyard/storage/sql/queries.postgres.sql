@@ -97,3 +97,12 @@ SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LE
 
 -- name: get_poll_message_for_update
 SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3 FOR UPDATE
+
+-- name: lock_task_graph
+SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE
+
+-- name: insert_task_graph_tasks
+-- A graph's task rows in one statement: $2 is a JSON list of [taskId, position, label, requires, reruns].
+INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
+SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::integer
+  FROM jsonb_array_elements($2::jsonb) AS e

@@ -363,3 +363,56 @@ SELECT t.*, p.run_id AS pending_run_id FROM pending_runs p JOIN tasks t ON t.tas
  WHERE p.task_id > $1
  ORDER BY p.task_id
  LIMIT $2
+
+-- The task-graph scheduler ------------------------------------------------------------------
+
+-- name: insert_task_graph
+INSERT INTO task_graphs (task_graph_id, scheduler_id, state, routing, scopes, routes, metadata, tags,
+                         body, blocked_by, tasks_left, task_count, created)
+VALUES (:task_graph_id, :scheduler_id, 'running', :routing, :scopes, :routes, :metadata, :tags,
+        :body, NULL, :tasks_left, :tasks_left, :created)
+
+-- name: get_task_graph
+SELECT * FROM task_graphs WHERE task_graph_id = $1
+
+-- name: task_graph_tasks
+-- A graph's tasks with their queue state and definition, in the order they were given.
+SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+ WHERE g.task_graph_id = $1 ORDER BY g.position
+
+-- name: task_graph_task_ids
+SELECT task_id FROM task_graph_tasks WHERE task_graph_id = $1
+
+-- name: task_graph_task
+SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+ WHERE g.task_graph_id = $1 AND g.task_id = $2
+
+-- name: graph_of_task
+SELECT task_graph_id FROM task_graph_tasks WHERE task_id = $1
+
+-- name: count_task_graph_completion
+-- Count a task's completion once; 1 when this call counted it.
+UPDATE task_graph_tasks SET completed = TRUE WHERE task_id = $1 AND NOT completed
+
+-- name: use_task_graph_rerun
+UPDATE task_graph_tasks SET reruns_left = reruns_left - 1 WHERE task_id = $1 AND reruns_left > 0
+
+-- name: task_graph_task_done
+UPDATE task_graphs SET tasks_left = tasks_left - 1 WHERE task_graph_id = $1
+
+-- name: add_task_graph_tasks
+UPDATE task_graphs SET tasks_left = tasks_left + $2, task_count = task_count + $2 WHERE task_graph_id = $1
+
+-- name: set_task_graph_state
+-- Leave `running` for `blocked` or `finished`; 1 when this call did it.
+UPDATE task_graphs SET state = $2, blocked_by = $3 WHERE task_graph_id = $1 AND state = 'running'
+
+-- name: task_graph_tasks_to_look_at
+-- Tasks of running graphs whose resolution the scheduler has not acted on: the safety net
+-- for events it missed.
+SELECT g.task_id FROM task_graphs gr
+  JOIN task_graph_tasks g ON g.task_graph_id = gr.task_graph_id
+  JOIN tasks t ON t.task_id = g.task_id
+ WHERE gr.state = 'running'
+   AND ((t.state = 'completed' AND NOT g.completed) OR t.state IN ('failed', 'exception'))
+ LIMIT $1

@@ -79,3 +79,14 @@ SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LE
 
 -- name: get_poll_message_for_update
 SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3
+
+-- name: lock_task_graph
+-- SQLite transactions are serialised (BEGIN IMMEDIATE): a plain read is enough.
+SELECT * FROM task_graphs WHERE task_graph_id = $1
+
+-- name: insert_task_graph_tasks
+-- A graph's task rows in one statement: $2 is a JSON list of [taskId, position, label, requires, reruns].
+INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
+SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
+       json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[4]')
+  FROM json_each($2)

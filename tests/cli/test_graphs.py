@@ -1,0 +1,81 @@
+"""`taskyard graph submit|status|inspect` against a real server, with a real worker running the tasks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from taskyard.model import slugid
+from tests.cli.test_admin import Run, cli
+from tests.e2e.conftest import Server
+from tests.e2e.workers import WorkerProcess, sh
+
+__all__ = ["cli"]
+
+SCOPES = ["queue:create-task:*", "queue:scheduler-id:task-graph-scheduler"]
+
+
+@pytest.fixture
+def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(server, tq, tmp_path / "work").start()
+    yield process
+    process.stop()
+
+
+def task(tq: str, script: str) -> dict[str, object]:
+    return {"taskQueueId": tq, "payload": {"command": sh(script), "maxRunTime": 60}}
+
+
+def test_submit_a_labelled_graph_follow_it_and_inspect_it(
+    server: Server, cli: Run, tq: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    path = tmp_path / "nightly.yml"
+    graph = {
+        "scopes": SCOPES,
+        "tasks": {
+            "build": {"task": task(tq, "true")},
+            "test": {"requires": ["build"], "task": task(tq, "true")},
+        },
+    }
+    path.write_text(yaml.safe_dump(graph))
+    graph_id = cli("graph", "submit", str(path)).stdout.strip()
+    assert slugid.is_valid(graph_id)
+    followed = cli("graph", "status", graph_id, "--interval", "0.2")
+    assert f"{graph_id} finished" in followed.stdout and "2/2 completed" in followed.stdout
+    shown = cli("graph", "inspect", graph_id).stdout
+    assert "build" in shown and "test" in shown and shown.count("completed") == 2
+    answer = json.loads(cli("graph", "inspect", graph_id, "--json").stdout)
+    assert answer["metadata"]["name"] == "nightly"
+    assert [t["label"] for t in answer["tasks"]] == ["build", "test"]
+
+
+def test_status_exits_1_for_a_blocked_graph(
+    server: Server, cli: Run, tq: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    a, b = slugid.nice(), slugid.nice()
+    graph = {
+        "scopes": SCOPES,
+        "tasks": [
+            {"taskId": a, "task": task(tq, "exit 3")},
+            {"taskId": b, "requires": [a], "task": task(tq, "true")},
+        ],
+    }
+    path = tmp_path / "failing.json"
+    path.write_text(json.dumps(graph))
+    graph_id = cli("graph", "submit", str(path), "--graph-id", slugid.nice()).stdout.strip()
+    assert f"{graph_id} blocked" in cli("graph", "status", graph_id, "--interval", "0.2", status=1).stdout
+    rows = cli("graph", "inspect", graph_id).stdout
+    assert f"failing  {a}  failed" in rows and f"failing  {b}  unscheduled  0            failing" in rows
+
+
+def test_submit_refuses_bad_files(server: Server, cli: Run, tmp_path: Path) -> None:
+    path = tmp_path / "not-a-graph.json"
+    path.write_text(json.dumps({"payload": {}}))
+    assert "must hold a task graph" in cli("graph", "submit", str(path), status=2).stderr
+    path.write_text(json.dumps({"tasks": []}))
+    assert "at least one task" in cli("graph", "submit", str(path), status=1).stderr
+    assert "task-graph not found" in cli("graph", "status", slugid.nice(), status=1).stderr
