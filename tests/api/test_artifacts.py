@@ -12,10 +12,12 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates
 from taskyard.queue import resolvers
 from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.api.fuzzing import Req, send
 from tests.conftest import SECRET_KEY, FakeClock
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
@@ -477,3 +479,18 @@ async def test_a_signed_put_with_a_bad_content_length_is_a_4xx(
     assert 400 <= sent.status_code < 500, sent.text
     assert_error(sent, sent.status_code, "InputTooLarge" if length == b"1" * 5000 else "InputError")
     assert (await put(api, url, b"x")).status_code == 200  # and the URL is not used up
+
+
+async def test_an_upload_the_client_abandons_is_a_4xx_and_leaves_the_url_unused(
+    api: Api, store: LocalStore
+) -> None:
+    task_id, _ = await running_task(api)
+    url = await put_url(api, task_id, "public/a.txt")
+    path, _, query = url.removeprefix("http://testserver").partition("?")
+    headers = ((b"host", b"testserver"), (b"content-type", b"text/plain"))
+    abandoned = Req("PUT", path, query, headers, b"half of a body", chunks=2, hang_up=True)
+    answer = await send(build_app(api.services), abandoned)
+    assert (answer.status, answer.json_error()) == (400, True), answer
+    assert b"MalformedPayload" in answer.body
+    assert not [p for p in Path(store.directory).rglob("*.part")]
+    assert (await put(api, url, b"whole")).status_code == 200

@@ -7,9 +7,9 @@ queue is asked before the body is read, and again before the blob is kept.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, Response
 from starlette.routing import Route as StarletteRoute
 
@@ -17,7 +17,7 @@ from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model.errors import ResourceNotFound
+from taskyard.model.errors import MalformedPayload, ResourceNotFound
 from taskyard.queue import artifacts
 from taskyard.queue.service import Queue
 
@@ -54,8 +54,17 @@ async def _put(queue: Queue, request: Request) -> Response:
         await artifacts.record_upload(queue, task_id, run_id, name, token)
 
     stored_encoding = None if encoding == rules.IDENTITY else encoding
-    await store.write(key, request.stream(), content_type, stored_encoding, commit)
+    await store.write(key, _body(request), content_type, stored_encoding, commit)
     return Response(status_code=200)
+
+
+async def _body(request: Request) -> AsyncIterator[bytes]:
+    """The upload's chunks; a client that hangs up mid-body is a 400, and the URL stays unused."""
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise MalformedPayload("the client hung up before sending the whole body") from None
 
 
 async def _get(queue: Queue, request: Request) -> Response:
