@@ -494,3 +494,28 @@ async def test_an_upload_the_client_abandons_is_a_4xx_and_leaves_the_url_unused(
     assert b"MalformedPayload" in answer.body
     assert not [p for p in Path(store.directory).rglob("*.part")]
     assert (await put(api, url, b"whole")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "content"),
+    [
+        ("bytes=0-1", 206, b"he"),
+        ("bytes=-2", 206, b"lo"),
+        ('"x"', 200, b"hello"),  # malformed: ignored, as S3 ignores it
+        ("bytes=3-1", 200, b"hello"),
+        ("items=0-1", 200, b"hello"),
+        ("bytes=5-", 416, None),  # beyond the blob: our error, not Starlette's plain text
+        ("bytes=-0", 416, None),
+    ],
+)
+async def test_a_blob_download_honours_a_range_and_answers_bad_ones_in_json(
+    api: Api, store: LocalStore, sent: str, status: int, content: bytes | None
+) -> None:
+    task_id, _ = await running_task(api)
+    await upload(api, task_id, "public/r.txt", b"hello")
+    url = (await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/r.txt")).headers["location"]
+    got = await api.client.get(url, headers={"range": sent})
+    if content is None:
+        assert_error(got, status, "RangeNotSatisfiable", names=["not within the blob's 5 bytes"])
+    else:
+        assert (got.status_code, got.content) == (status, content)

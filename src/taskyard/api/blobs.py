@@ -7,16 +7,20 @@ queue is asked before the body is read, and again before the blob is kept.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable, Response
 from starlette.routing import Route as StarletteRoute
+from starlette.types import Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
+from taskyard.model import errors
 from taskyard.model.errors import MalformedPayload, ResourceNotFound
 from taskyard.queue import artifacts
 from taskyard.queue.service import Queue
@@ -75,7 +79,38 @@ async def _get(queue: Queue, request: Request) -> Response:
     headers = {"content-type": blob.content_type}
     if blob.content_encoding:
         headers["content-encoding"] = blob.content_encoding
-    return FileResponse(blob.path, headers=headers, stat_result=None)
+    use_range = _check_range(request.headers.get("range"), blob.size)
+    return _BlobResponse(blob.path, headers=headers, stat_result=None, use_range=use_range)
+
+
+def _check_range(value: str | None, size: int) -> bool:
+    """Whether the blob's answer honours this Range. A malformed one is ignored and the whole blob
+    sent, as S3 does; one beyond the blob is a 416 in our error shape. (FileResponse would answer
+    both in plain text; its own parser decides, so the two never disagree.)"""
+    if value is None:
+        return False
+    try:
+        FileResponse._parse_range_header(value, size)
+    except MalformedRangeHeader:
+        return False
+    except RangeNotSatisfiable:
+        raise errors.RangeNotSatisfiable(
+            f"the Range {value[:80]!r} is not within the blob's {size} bytes"
+        ) from None
+    return True
+
+
+class _BlobResponse(FileResponse):
+    """A FileResponse that, unless told to honour it, answers as if no Range had been sent."""
+
+    def __init__(self, path: str | os.PathLike[str], *, use_range: bool, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.use_range = use_range
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.use_range:
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"range"]}
+        await super().__call__(scope, receive, send)
 
 
 def routes(queue: Queue) -> list[StarletteRoute]:
