@@ -519,3 +519,16 @@ async def test_a_blob_download_honours_a_range_and_answers_bad_ones_in_json(
         assert_error(got, status, "RangeNotSatisfiable", names=["not within the blob's 5 bytes"])
     else:
         assert (got.status_code, got.content) == (status, content)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["x" * 300 + "/0/public/a", "../../0/public/a", "a/b/c", f"{'A' * 22}/0/a", "fKz7yXv3Q0m2p9Wq1bC4dA/x/a"],
+)
+async def test_a_blob_key_that_names_no_artifact_is_404_even_when_signed(
+    api: Api, store: LocalStore, key: str
+) -> None:
+    """Only artifacts' keys are ever signed; one that is not is refused before any file name is made."""
+    for method in ("GET", "PUT"):
+        url = store.get_url(key, api.clock() + dates.HOUR)
+        assert_error(await api.client.request(method, url), 404, "ResourceNotFound")

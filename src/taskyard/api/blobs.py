@@ -20,7 +20,7 @@ from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model import errors
+from taskyard.model import errors, slugid
 from taskyard.model.errors import MalformedPayload, ResourceNotFound
 from taskyard.queue import artifacts
 from taskyard.queue.service import Queue
@@ -35,23 +35,23 @@ def _store(queue: Queue) -> ServedStore:
     return store
 
 
-def _check_key(key: str) -> str:
-    if key.count("/") < 2:
+def _check_key(key: str) -> tuple[str, int, str]:
+    """404 unless `key` names an artifact's blob, `<taskId>/<runId>/<name>`, before any signature
+    or file is looked at: only such keys are ever signed, and only they make a file name."""
+    target = rules.split_blob_key(key)
+    if target is None or not slugid.is_valid(target[0]):
         raise ResourceNotFound("no such blob")
-    return key
+    return target
 
 
 async def _put(queue: Queue, request: Request) -> Response:
     store = _store(queue)
-    key = _check_key(request.path_params["key"])
+    key = request.path_params["key"]
+    task_id, run_id, name = _check_key(key)
     content_type = request.headers.get("content-type", "")
     encoding = rules.encoding_of_header(request.headers.get("content-encoding"))
     token = store.verify_put(key, dict(request.query_params), content_type, encoding)
     check_content_length(request.headers.get("content-length"), store.max_bytes, "the artifact")
-    target = rules.split_blob_key(key)
-    if target is None:  # signed, so never; but a key is no artifact until it says which
-        raise ResourceNotFound("no such blob")
-    task_id, run_id, name = target
     await artifacts.check_upload(queue, task_id, run_id, name, token)
 
     async def commit() -> None:
@@ -73,7 +73,8 @@ async def _body(request: Request) -> AsyncIterator[bytes]:
 
 async def _get(queue: Queue, request: Request) -> Response:
     store = _store(queue)
-    key = _check_key(request.path_params["key"])
+    key = request.path_params["key"]
+    _check_key(key)
     store.verify_get(key, dict(request.query_params))
     blob = store.open(key)
     headers = {"content-type": blob.content_type}
