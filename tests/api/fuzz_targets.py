@@ -21,7 +21,7 @@ from taskyard.api import artifacts_v1, auth_v1, blobs, livelog_v1, queue_v1
 from taskyard.api.routing import Route
 from taskyard.auth import hawk
 from taskyard.model import dates
-from tests.api.conftest import GOOD_PARAMS, TASK_QUEUE_ID
+from tests.api.conftest import valid_body
 from tests.api.fuzz_values import Values
 from tests.api.fuzzing import HOST, Req
 
@@ -97,32 +97,17 @@ def targets(app: Starlette) -> list[Target]:
 
 
 def valid_bodies(now: int) -> dict[str, Any]:
-    """A body each route with an input schema accepts (and createTask's, checked by the queue)."""
-    later, tomorrow = dates.to_iso(now + dates.HOUR), dates.to_iso(now + dates.DAY)
-    return {
-        "createTask": {
-            "taskQueueId": TASK_QUEUE_ID,
-            "created": dates.to_iso(now),
-            "deadline": later,
-            "payload": {},
-            "metadata": {"name": "n", "description": "d", "owner": "o@example.com", "source": "https://x"},
-        },
-        "tasks": {"taskIds": [GOOD_PARAMS["taskId"]]},
-        "statuses": {"taskIds": [GOOD_PARAMS["taskId"]]},
-        "changeTaskPriority": {"newPriority": "high"},
-        "changeTaskGroupPriority": {"newPriority": "high"},
-        "claimWork": {"workerGroup": "wg", "workerId": "wid", "tasks": 1},
-        "claimTask": {"workerGroup": "wg", "workerId": "wid"},
-        "reportException": {"reason": "worker-shutdown"},
-        "createArtifact": {"storageType": "s3", "expires": later, "contentType": "text/plain"},
-        "finishArtifact": {"uploadId": GOOD_PARAMS["taskId"]},
-        "appendLiveLog": {"offset": 0, "data": "a line of log\n"},
-        "quarantineWorker": {"quarantineUntil": later},
-        "declareWorker": {"expires": tomorrow},
-        "createClient": {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]},
-        "updateClient": {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]},
-        "createRole": {"scopes": ["queue:status:*"], "description": "fuzzed"},
-        "updateRole": {"scopes": ["queue:status:*"], "description": "fuzzed"},
+    """A body each route with an input schema accepts (and createTask's, checked by the queue):
+    conftest's `valid_body()` for the queue's routes, and the auth service's here."""
+    queue = {r.name: valid_body(r.name, now) for r in TABLES["/api/queue/v1"]}
+    tomorrow = dates.to_iso(now + dates.DAY)
+    client = {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]}
+    role = {"scopes": ["queue:status:*"], "description": "fuzzed"}
+    return {name: body for name, body in queue.items() if body is not None} | {
+        "createClient": client,
+        "updateClient": client,
+        "createRole": role,
+        "updateRole": role,
         "expandScopes": {"scopes": ["assume:fuzz-role"]},
         "authenticateHawk": {"method": "get", "resource": "/", "host": HOST, "port": 80},
         "testAuthenticate": {"clientScopes": ["a:*"], "requiredScopes": ["a:b"]},
