@@ -280,7 +280,10 @@ class Builder:
             encoding = self.rng.choice(["gzip", "br", "deflate", "identity", "gzip, gzip", self.v.text()])
             body = gzip.compress(body) if encoding == "gzip" and self.v.chance(0.5) else body
             headers.append(("content-encoding", encoding))
-        authorization = self._authorization(method, path, query, body, ctype or "")
+        if method in ("GET", "HEAD") and "auth" in self.flaws and self.v.chance(0.3):
+            query, authorization = self._bewit(path, query), None
+        else:
+            authorization = self._authorization(method, path, query, body, ctype or "")
         if authorization is not None:
             headers.append(("authorization", authorization))
         if "range" in self.flaws:
@@ -373,6 +376,19 @@ class Builder:
         )
         header = v.hawk_header(mac_input, creds.client_id, creds.key)
         return v.mutate_header(header) if flawed and v.chance(0.5) else header
+
+    def _bewit(self, path: str, query: str) -> str:
+        """`query` with a bewit (Hawk in the URL) of root's, valid or with one part changed."""
+        v, root = self.v, self.state.root
+        exp = str(self.state.now // 1000 + 600)
+        mac_input = hawk.MacInput(exp, "", "GET", path + ("?" + query if query else ""), HOST, 80)
+        parts = [root.client_id, exp, hawk.calculate_mac("bewit", root.key, mac_input), ""]
+        if v.chance(0.6):
+            parts[self.rng.randrange(4)] = v.attribute()
+        raw = "\\".join(parts).encode("utf-8", "surrogatepass")
+        bewit = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+        bewit = bewit if v.chance(0.9) else v.url_part(v.text())
+        return (query + "&" if query else "") + "bewit=" + bewit
 
     # Signed URLs ------------------------------------------------------------------------------
 
