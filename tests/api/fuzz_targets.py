@@ -411,6 +411,7 @@ class Builder:
             key = self.rng.choice(
                 [v.text(), key + "/" + v.text(), v.text() + "/" + key, "a/b/c", "../" + key]
             )
+            key = as_served(key)
         if method == "PUT":
             url = self.rng.choice(self.state.put_urls)
             key = url.split("/_blobs/")[1].split("?")[0] if "path" not in self.flaws else key
