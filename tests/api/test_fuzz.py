@@ -46,6 +46,7 @@ BLOB_LIMIT = 1000
 HANG_SECONDS = 60.0  # a request this slow is hung: a normal one takes milliseconds
 MAX_SHOWN = 20
 UPLOADS = 20  # upload URLs for the fuzzer to use up
+KNOWN_TASKS = 6  # the tasks requests aim at: arrange()'s two, then the newest the run created
 
 
 def env_int(name: str, default: int) -> int:
@@ -206,6 +207,17 @@ async def fuzz(app: Starlette, builder: Builder, chosen: list[Target], count: in
             run.failures.append(report(run.seed, n, run.backend, target, req, problem, str(exc)))
             continue
         run.record(n, target, req, answer)
+        if target.route is not None and target.route.name == "createTask" and answer.status == 200:
+            learn_task(builder.state, unquote(req.path.rsplit("/", 1)[1]))
+
+
+def learn_task(state: State, task_id: str) -> None:
+    """Aim later requests at a task the run created too, so that claims, reports and artifacts
+    meet runs in every state, not only the ones `arrange` made (the newest few are kept)."""
+    known = state.good["taskId"]
+    known.append(task_id)
+    if len(known) > KNOWN_TASKS:
+        del known[2]
 
 
 async def leftovers(api: Api, refused: list[tuple[str, bytes]], kept: set[str]) -> list[str]:
