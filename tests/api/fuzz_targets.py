@@ -21,7 +21,7 @@ from taskyard.api import artifacts_v1, auth_v1, blobs, livelog_v1, queue_v1
 from taskyard.api.routing import Route
 from taskyard.auth import hawk
 from taskyard.model import dates
-from tests.api.conftest import valid_body
+from tests.api.conftest import GOOD_PARAMS, valid_body
 from tests.api.fuzz_values import Values
 from tests.api.fuzzing import HOST, Req
 
@@ -103,7 +103,22 @@ def valid_bodies(now: int) -> dict[str, Any]:
     tomorrow = dates.to_iso(now + dates.DAY)
     client = {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]}
     role = {"scopes": ["queue:status:*"], "description": "fuzzed"}
+    task = queue["createTask"] | {
+        "schedulerId": "fuzz",
+        "projectId": "fuzz/project",
+        "taskGroupId": GOOD_PARAMS["taskGroupId"],
+        "dependencies": [],
+        "requires": "all-resolved",
+        "routes": ["index.fuzz"],
+        "priority": "low",
+        "retries": 1,
+        "expires": tomorrow,
+        "scopes": ["queue:get-task:*"],
+        "tags": {"k": "v"},
+        "extra": {"x": [1]},
+    }
     return {name: body for name, body in queue.items() if body is not None} | {
+        "createTask": task,  # every field, so that mutations meet each
         "createClient": client,
         "updateClient": client,
         "createRole": role,
@@ -233,6 +248,10 @@ class Builder:
     def _body(self, t: Target, method: str) -> tuple[bytes, str | None]:
         valid = self.state.bodies.get(t.route.name) if t.route is not None else None
         v = self.v
+        if t.route is not None and t.route.name == "createTask" and v.chance(0.8):
+            valid = valid | {"taskGroupId": self.fresh_slug()}  # a group no seal has closed
+        if isinstance(valid, dict) and "scopes" in valid and v.chance(0.3):
+            valid = valid | {"scopes": v.scopes()}  # valid, for the schema
         if "body" not in self.flaws:
             return (b"", None) if valid is None else (v.encode(valid), "application/json")
         valid_raw = v.encode(valid) if valid is not None else b"{}"

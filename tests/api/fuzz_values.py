@@ -203,6 +203,20 @@ class Values:
             ]
         )
 
+    def scopes(self) -> list[str]:
+        """A list of scopes that passes a schema's pattern but not much else: roles assuming
+        roles, stars, long and many scopes, duplicates."""
+        rng = self.rng
+        pool = ["*", "assume:*", "assume:fuzz-role", "assume:client-id:*", "assume:anonymous", "queue:*", ""]
+        pool += [
+            "assume:fuzz-role*",
+            "a" * rng.choice(LONG),
+            "assume:" + "x" * rng.choice(LONG),
+            "q:<taskId>",
+        ]
+        count = rng.choice([0, 1, 2, 5, 100, 3000])
+        return [rng.choice(pool) + (str(i) if rng.random() < 0.5 else "") for i in range(count)]
+
     def mutate(self, valid: Any) -> Any:
         """A valid body with one field replaced, removed, or added, at any depth."""
         if not isinstance(valid, dict) or not valid or self.chance(0.1):

@@ -30,7 +30,7 @@ from starlette.routing import Route as StarletteRoute
 
 from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
-from taskyard.model import dates, schema, slugid
+from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.queue.livelogs import StreamUrls
 from tests.api.conftest import GOOD_PARAMS, ROOT, TASK_QUEUE_ID, Api, Credentials
 from tests.api.fuzz_targets import TABLES, Builder, Creds, State, Target, targets, uncovered, valid_bodies
@@ -316,7 +316,9 @@ def test_a_seed_names_one_run() -> None:
 
 
 def test_the_valid_bodies_pass_their_schemas() -> None:
-    bodies = valid_bodies(dates.now_ms())
+    now = dates.now_ms()
+    bodies = valid_bodies(now)
+    task_definition.validate(GOOD_PARAMS["taskId"], bodies["createTask"], now=now)
     for table in TABLES.values():
         for r in table:
             if r.input is not None:
