@@ -12,7 +12,13 @@ A `Req` prints as a Python expression: paste it into a test and `await send(app,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import faulthandler
+import sys
+import threading
+import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
@@ -142,3 +148,41 @@ async def send(app: ASGIApp, req: Req, *, timeout: float = 60.0) -> Answer:
     except Exception as exc:
         raise Crash("".join(traceback.format_exception(exc))) from exc
     return answer
+
+
+class Watchdog:
+    """Catches what `send()`'s timeout cannot: a request that blocks the event loop (a runaway
+    regular expression, a loop that never awaits), which no coroutine can time out. A thread
+    wakes each second; once the request it was told of has run `timeout` seconds, it prints that
+    request and every thread's stack to stderr (seen with `pytest -s`, or in the captured output),
+    and `blocked` names it for the test to report when the loop comes back, if it does."""
+
+    def __init__(self, timeout: float, *, tick: float = 1.0) -> None:
+        self.timeout = timeout
+        self.tick = tick
+        self.blocked: str | None = None
+        self._current: tuple[float, str] | None = None
+        self._stop = threading.Event()
+
+    @contextlib.contextmanager
+    def watching(self, description: str) -> Iterator[None]:
+        self._current = (time.monotonic(), description)
+        try:
+            yield
+        finally:
+            self._current = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick):
+            current = self._current
+            if current is not None and self.blocked is None and time.monotonic() - current[0] > self.timeout:
+                self.blocked = current[1]
+                print(f"\nthe event loop is blocked by: {current[1]}", file=sys.__stderr__, flush=True)
+                faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
+
+    def __enter__(self) -> Watchdog:
+        threading.Thread(target=self._run, name="fuzz-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()

@@ -15,10 +15,12 @@ number plus one replays it, and the printed `Req(...)` can be sent again by `fuz
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 import random
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlencode
@@ -35,7 +37,7 @@ from taskyard.queue.livelogs import StreamUrls
 from tests.api.conftest import GOOD_PARAMS, ROOT, TASK_QUEUE_ID, Api, Credentials
 from tests.api.fuzz_targets import TABLES, Builder, Creds, State, Target, targets, uncovered, valid_bodies
 from tests.api.fuzz_values import Values
-from tests.api.fuzzing import Answer, Crash, Hang, Req, send
+from tests.api.fuzzing import Answer, Crash, Hang, Req, Watchdog, send
 from tests.conftest import SECRET_KEY, FakeClock
 
 SEED = 20261123
@@ -196,19 +198,31 @@ class Run:
 
 
 async def fuzz(app: Starlette, builder: Builder, chosen: list[Target], count: int, run: Run) -> None:
-    for n in range(count):
-        target = builder.rng.choice(chosen)
-        req = builder.build(target)
-        run.hits[target.name] = run.hits.get(target.name, 0) + 1
-        try:
-            answer = await send(app, req, timeout=HANG_SECONDS)
-        except (Hang, Crash) as exc:
-            problem = type(exc).__name__.lower()
-            run.failures.append(report(run.seed, n, run.backend, target, req, problem, str(exc)))
-            continue
-        run.record(n, target, req, answer)
-        if target.route is not None and target.route.name == "createTask" and answer.status == 200:
-            learn_task(builder.state, unquote(req.path.rsplit("/", 1)[1]))
+    with Watchdog(2 * HANG_SECONDS) as watchdog:
+        for n in range(count):
+            target = builder.rng.choice(chosen)
+            req = builder.build(target)
+            run.hits[target.name] = run.hits.get(target.name, 0) + 1
+            with watchdog.watching(report(run.seed, n, run.backend, target, req, "blocked", "")):
+                answer = await answer_to(app, n, target, req, run)
+            if watchdog.blocked is not None:
+                run.failures.append(watchdog.blocked + f"the event loop for over {watchdog.timeout} s")
+                watchdog.blocked = None
+            created = answer is not None and answer.status == 200
+            if created and target.route is not None and target.route.name == "createTask":
+                learn_task(builder.state, unquote(req.path.rsplit("/", 1)[1]))
+
+
+async def answer_to(app: Starlette, n: int, target: Target, req: Req, run: Run) -> Answer | None:
+    """The app's answer to request `n`, recorded in `run`; None if it hung or crashed."""
+    try:
+        answer = await send(app, req, timeout=HANG_SECONDS)
+    except (Hang, Crash) as exc:
+        problem = type(exc).__name__.lower()
+        run.failures.append(report(run.seed, n, run.backend, target, req, problem, str(exc)))
+        return None
+    run.record(n, target, req, answer)
+    return answer
 
 
 def learn_task(state: State, task_id: str) -> None:
@@ -323,3 +337,22 @@ def test_the_valid_bodies_pass_their_schemas() -> None:
         for r in table:
             if r.input is not None:
                 schema.validate(r.input, bodies[r.name])
+
+
+async def test_the_fuzzer_tells_a_hang_a_crash_and_a_blocked_loop() -> None:
+    async def never_answers(scope: Any, receive: Any, send_: Any) -> None:
+        await asyncio.Event().wait()
+
+    async def raises(scope: Any, receive: Any, send_: Any) -> None:
+        raise ValueError("a bug")
+
+    async def blocks(scope: Any, receive: Any, send_: Any) -> None:
+        time.sleep(0.3)  # no await: nothing else runs meanwhile
+
+    with pytest.raises(Hang):
+        await send(never_answers, Req("GET", "/"), timeout=0.05)
+    with pytest.raises(Crash, match="ValueError: a bug"):
+        await send(raises, Req("GET", "/"))
+    with Watchdog(0.05, tick=0.01) as watchdog, watchdog.watching("request #7"):
+        await send(blocks, Req("GET", "/"))
+    assert watchdog.blocked == "request #7"
