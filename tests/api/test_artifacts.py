@@ -532,3 +532,12 @@ async def test_a_blob_key_that_names_no_artifact_is_404_even_when_signed(
     for method in ("GET", "PUT"):
         url = store.get_url(key, api.clock() + dates.HOUR)
         assert_error(await api.client.request(method, url), 404, "ResourceNotFound")
+
+
+async def test_a_nul_in_a_content_type_is_400_on_both_backends(api: Api, store: LocalStore) -> None:
+    """PostgreSQL's text cannot hold a NUL: an artifact's contentType with one was a 500 there."""
+    task_id, _ = await running_task(api)
+    for storage_type, extra in [("s3", {}), ("reference", {"url": "https://example.com/x"})]:
+        body = {"storageType": storage_type, "contentType": "text/\x00", **extra}
+        refused = await create(api, task_id, f"public/{storage_type}", body)
+        assert_error(refused, 400, "InputValidationError", names=["body.contentType", "NUL"])
