@@ -181,6 +181,8 @@ class Builder:
     def build(self, t: Target) -> Req:
         """A valid call of `t` with a few flaws (sometimes none), unsigned one time in five."""
         self.flaws = set(self.rng.sample(FLAWS, self.rng.choice([0, 1, 1, 1, 2, 2, 3, 5])))
+        if t.route is not None and t.route.name in self.state.bodies and self.v.chance(0.25):
+            self.flaws.add("body")  # where there is a schema, break the body more often
         method = self.rng.choice(METHODS) if "method" in self.flaws else t.method
         if t.kind == "blob":
             return self._blob(method)

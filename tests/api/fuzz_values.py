@@ -137,6 +137,13 @@ class Values:
         return self.pick(
             [
                 (10, lambda: rng.choice(TEXTS)),
+                # a NUL or another control character in a plausible value (PostgreSQL refuses NUL)
+                (
+                    3,
+                    lambda: (
+                        rng.choice(["a", "text/plain", ""]) + rng.choice("\x00\x00\x00\n\x7f\u2028") + "z"
+                    ),
+                ),
                 (2, lambda: rng.choice("x\u00e9\x00\u6f22/.%9") * rng.choice(LONG)),
                 (2, lambda: "".join(chr(rng.randint(0, 0x2FF)) for _ in range(rng.randint(1, 12)))),
                 (2, lambda: rng.choice(TEXTS) + rng.choice(TEXTS)),
@@ -225,15 +232,26 @@ class Values:
         key = self.rng.choice(sorted(body))
         action = self.rng.random()
         if action < 0.55:
-            old = body[key]
-            body[key] = (
-                self.mutate(old) if isinstance(old, dict) else self.pick([(6, self.value), (1, self.big)])
-            )
+            body[key] = self.replace(body[key])
         elif action < 0.75:
             del body[key]
         else:
             body[self.text()] = self.value()
         return body
+
+    def replace(self, old: Any) -> Any:
+        """Another value for a field: mostly of its own type (a hostile string for a string, an
+        edge number for a number), so that it gets past the type check to the rules behind it."""
+        if isinstance(old, dict):
+            return self.mutate(old)
+        if isinstance(old, str) and self.chance(0.6):
+            return self.text()
+        if isinstance(old, int | float) and not isinstance(old, bool) and self.chance(0.6):
+            return self.rng.choice(NUMBERS)
+        if isinstance(old, list) and self.chance(0.6):
+            items = [self.replace(x) for x in old] or [self.text()]
+            return items + items if self.chance(0.2) else items  # duplicates, for unique arrays
+        return self.pick([(6, self.value), (1, self.big)])
 
     def encode(self, body: Any) -> bytes:
         """JSON bytes, sometimes with lone surrogates sent as is (invalid UTF-8)."""
