@@ -87,41 +87,8 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
     )
     assert logged.status_code == 200, logged.text
     expires = dates.to_iso(api.clock() + dates.HOUR)
-    put_urls = []
-    for name in ("public/fuzz.txt", *(f"public/up-{i}.txt" for i in range(UPLOADS))):
-        made = await api.call(
-            "POST",
-            f"/task/{task_id}/runs/0/artifacts/{name}",
-            {"storageType": "s3", "expires": expires, "contentType": "text/plain"},
-        )
-        assert made.status_code == 200, made.text
-        if name == "public/fuzz.txt":
-            uploaded = await api.client.put(
-                made.json()["putUrl"], content=b"x", headers={"content-type": "text/plain"}
-            )
-            assert uploaded.status_code == 200, uploaded.text
-        else:
-            put_urls.append(made.json()["putUrl"])
-    reference = {
-        "storageType": "reference",
-        "expires": expires,
-        "url": "https://example.com/x",
-        "contentType": "text/plain",
-    }
-    assert (
-        await api.call("POST", f"/task/{task_id}/runs/0/artifacts/public/ref", reference)
-    ).status_code == 200
-    client = await api.call(
-        "PUT",
-        "/clients/fuzz%2Fclient",
-        {"expires": expires, "description": "d", "scopes": ["queue:status:*"]},
-        prefix="/api/auth/v1",
-    )
-    assert client.status_code == 200, client.text
-    role = await api.call(
-        "PUT", "/roles/fuzz-role", {"scopes": ["queue:get-task:*"], "description": "d"}, prefix="/api/auth/v1"
-    )
-    assert role.status_code == 200, role.text
+    put_urls = await artifacts(api, task_id, expires)
+    client_token = await auth_records(api, expires)
 
     def sign_livelog(task: str, run: str, until: int) -> str:
         signature = live_log_urls.signer.sign((task, run, str(until)))
@@ -143,7 +110,7 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         root=Creds(ROOT.client_id, ROOT.access_token),
         others=[
             Creds(task_creds.client_id, task_creds.access_token, cert),
-            Creds("fuzz/client", client.json()["accessToken"]),
+            Creds("fuzz/client", client_token),
         ],
         good=good,
         blob_keys=good["key"],
@@ -152,6 +119,38 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         put_urls=put_urls,
         bodies=valid_bodies(api.clock()),
     )
+
+
+async def artifacts(api: Api, task_id: str, expires: str) -> list[str]:
+    """Run 0's artifacts: an uploaded s3 one, a reference; answers unused upload URLs."""
+    put_urls = []
+    for name in ("public/fuzz.txt", *(f"public/up-{i}.txt" for i in range(UPLOADS))):
+        body = {"storageType": "s3", "expires": expires, "contentType": "text/plain"}
+        made = await api.call("POST", f"/task/{task_id}/runs/0/artifacts/{name}", body)
+        assert made.status_code == 200, made.text
+        put_urls.append(made.json()["putUrl"])
+    uploaded = await api.client.put(put_urls.pop(0), content=b"x", headers={"content-type": "text/plain"})
+    assert uploaded.status_code == 200, uploaded.text
+    reference = {
+        "storageType": "reference",
+        "expires": expires,
+        "url": "https://x",
+        "contentType": "text/plain",
+    }
+    made = await api.call("POST", f"/task/{task_id}/runs/0/artifacts/public/ref", reference)
+    assert made.status_code == 200, made.text
+    return put_urls
+
+
+async def auth_records(api: Api, expires: str) -> str:
+    """A client `fuzz/client` and a role `fuzz-role`; answers the client's access token."""
+    body = {"expires": expires, "description": "d", "scopes": ["queue:status:*"]}
+    client = await api.call("PUT", "/clients/fuzz%2Fclient", body, prefix="/api/auth/v1")
+    assert client.status_code == 200, client.text
+    body = {"scopes": ["queue:get-task:*"], "description": "d"}
+    role = await api.call("PUT", "/roles/fuzz-role", body, prefix="/api/auth/v1")
+    assert role.status_code == 200, role.text
+    return str(client.json()["accessToken"])
 
 
 def verdict(req: Req, answer: Answer) -> str | None:
