@@ -12,10 +12,12 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates
 from taskyard.queue import resolvers
 from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.api.fuzzing import Req, send
 from tests.conftest import SECRET_KEY, FakeClock
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
@@ -477,3 +479,65 @@ async def test_a_signed_put_with_a_bad_content_length_is_a_4xx(
     assert 400 <= sent.status_code < 500, sent.text
     assert_error(sent, sent.status_code, "InputTooLarge" if length == b"1" * 5000 else "InputError")
     assert (await put(api, url, b"x")).status_code == 200  # and the URL is not used up
+
+
+async def test_an_upload_the_client_abandons_is_a_4xx_and_leaves_the_url_unused(
+    api: Api, store: LocalStore
+) -> None:
+    task_id, _ = await running_task(api)
+    url = await put_url(api, task_id, "public/a.txt")
+    path, _, query = url.removeprefix("http://testserver").partition("?")
+    headers = ((b"host", b"testserver"), (b"content-type", b"text/plain"))
+    abandoned = Req("PUT", path, query, headers, b"half of a body", chunks=2, hang_up=True)
+    answer = await send(build_app(api.services), abandoned)
+    assert (answer.status, answer.json_error()) == (400, True), answer
+    assert b"MalformedPayload" in answer.body
+    assert not [p for p in Path(store.directory).rglob("*.part")]
+    assert (await put(api, url, b"whole")).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("sent", "status", "content"),
+    [
+        ("bytes=0-1", 206, b"he"),
+        ("bytes=-2", 206, b"lo"),
+        ('"x"', 200, b"hello"),  # malformed: ignored, as S3 ignores it
+        ("bytes=3-1", 200, b"hello"),
+        ("items=0-1", 200, b"hello"),
+        ("bytes=5-", 416, None),  # beyond the blob: our error, not Starlette's plain text
+        ("bytes=-0", 416, None),
+    ],
+)
+async def test_a_blob_download_honours_a_range_and_answers_bad_ones_in_json(
+    api: Api, store: LocalStore, sent: str, status: int, content: bytes | None
+) -> None:
+    task_id, _ = await running_task(api)
+    await upload(api, task_id, "public/r.txt", b"hello")
+    url = (await api.call("GET", f"/task/{task_id}/runs/0/artifacts/public/r.txt")).headers["location"]
+    got = await api.client.get(url, headers={"range": sent})
+    if content is None:
+        assert_error(got, status, "RangeNotSatisfiable", names=["not within the blob's 5 bytes"])
+    else:
+        assert (got.status_code, got.content) == (status, content)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["x" * 300 + "/0/public/a", "../../0/public/a", "a/b/c", f"{'A' * 22}/0/a", "fKz7yXv3Q0m2p9Wq1bC4dA/x/a"],
+)
+async def test_a_blob_key_that_names_no_artifact_is_404_even_when_signed(
+    api: Api, store: LocalStore, key: str
+) -> None:
+    """Only artifacts' keys are ever signed; one that is not is refused before any file name is made."""
+    for method in ("GET", "PUT"):
+        url = store.get_url(key, api.clock() + dates.HOUR)
+        assert_error(await api.client.request(method, url), 404, "ResourceNotFound")
+
+
+async def test_a_nul_in_a_content_type_is_400_on_both_backends(api: Api, store: LocalStore) -> None:
+    """PostgreSQL's text cannot hold a NUL: an artifact's contentType with one was a 500 there."""
+    task_id, _ = await running_task(api)
+    for storage_type, extra in [("s3", {}), ("reference", {"url": "https://example.com/x"})]:
+        body = {"storageType": storage_type, "contentType": "text/\x00", **extra}
+        refused = await create(api, task_id, f"public/{storage_type}", body)
+        assert_error(refused, 400, "InputValidationError", names=["body.contentType", "NUL"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 
 import httpx
@@ -176,3 +178,22 @@ async def test_a_replayed_request_is_refused(api: Api) -> None:
     assert_401(again, "Replayed request", "sign each request anew")
     fresh = await api.call("GET", url.removeprefix(BASE + PREFIX))  # signed anew: a new nonce
     assert fresh.status_code == 404
+
+
+async def test_a_client_id_no_client_can_have_is_a_401_without_a_query(api: Api) -> None:
+    """A certificate's issuer or a bewit's id with a NUL was a 500 on PostgreSQL, whose text refuses it."""
+    now = int(time.time() * 1000)
+    certificate = {
+        "version": 1,
+        "scopes": [],
+        "start": now,
+        "expiry": now + 60_000,
+        "seed": "s" * 44,
+        "signature": "x",
+        "issuer": "\x00",
+    }
+    temporary = Credentials("temp/client", ROOT_TOKEN, json.dumps(certificate))
+    assert_401(await api.call("GET", "/task-queues", creds=temporary), "not found")
+
+    bewit = base64.urlsafe_b64encode(b"a\x00b\\9999999999\\mac\\").decode().rstrip("=")
+    assert_401(await api.call("GET", "/task-queues", creds=None, query={"bewit": bewit}), "not found")

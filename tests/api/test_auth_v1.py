@@ -298,3 +298,15 @@ async def test_bad_input_is_400(api: Api) -> None:
     bad_param = await call(api, "PUT", "/roles/p*", {"description": "d", "scopes": ["a<..>b<..>"]})
     assert_error(bad_param, 400, "InputError", names=["multiple"])
     assert_error(await call(api, "POST", "/scopes/expand", {"scopes": "a"}), 400, "InputValidationError")
+
+
+async def test_a_nul_in_a_description_is_400_on_both_backends(api: Api) -> None:
+    """PostgreSQL's text cannot hold a NUL: a client's or role's description with one was a 500 there."""
+    client = {"description": "a\x00b", "expires": EXPIRES, "scopes": []}
+    role = {"description": "a\x00b", "scopes": []}
+    for method, path, body in [("PUT", "/clients/nul", client), ("PUT", "/roles/nul", role)]:
+        refused = await call(api, method, path, body)
+        assert_error(refused, 400, "InputValidationError", names=["body.description", "NUL"])
+    await create_client(api, "nul")
+    refused = await call(api, "POST", "/clients/nul", client)
+    assert_error(refused, 400, "InputValidationError", names=["body.description"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -198,3 +199,12 @@ async def test_a_run_without_a_live_log_is_404(api: Api) -> None:
     task_id, _ = await running_task(api)
     url = livelogs.stream_url(api.queue, task_id, 0, api.clock() + 60_000)
     assert_error(await api.client.get(url), 404, "ResourceNotFound", names=["no live log"])
+
+
+@pytest.mark.parametrize("task_id", ["\x00" * 22, "x" * 300, "not-a-slug", "\u6f22"])
+async def test_a_stream_url_for_no_task_id_is_400_even_when_signed(api: Api, task_id: str) -> None:
+    """Only real tasks' URLs are signed; a NUL in one reached PostgreSQL, which refused it: a 500."""
+    url = livelogs.stream_url(api.queue, task_id, 0, api.clock() + 60_000)
+    base, query = url.split("?")
+    base = base.replace(task_id, quote(task_id, safe=""))
+    assert_error(await api.client.get(base + "?" + query), 400, "InvalidRequestArguments", names=["taskId"])

@@ -53,6 +53,11 @@ def test_string_lengths() -> None:
     schema.validate(schema.string(max_length=255), "x" * 255)
 
 
+def test_string_refuses_a_nul_unless_told_to_keep_it() -> None:
+    assert error_of(schema.string(), "a\x00b") == "body must not contain a NUL character (\\u0000)"
+    schema.validate(schema.string(nul=True), "a\x00b")
+
+
 def test_string_length_counts_code_points() -> None:
     schema.validate(schema.string(max_length=2), "\U0001f600\U0001f600")
 

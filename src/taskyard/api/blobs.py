@@ -7,17 +7,21 @@ queue is asked before the body is read, and again before the blob is kept.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
-from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable, Response
 from starlette.routing import Route as StarletteRoute
+from starlette.types import Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, describe
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model.errors import ResourceNotFound
+from taskyard.model import errors, slugid
+from taskyard.model.errors import MalformedPayload, ResourceNotFound
 from taskyard.queue import artifacts
 from taskyard.queue.service import Queue
 
@@ -31,42 +35,83 @@ def _store(queue: Queue) -> ServedStore:
     return store
 
 
-def _check_key(key: str) -> str:
-    if key.count("/") < 2:
+def _check_key(key: str) -> tuple[str, int, str]:
+    """404 unless `key` names an artifact's blob, `<taskId>/<runId>/<name>`, before any signature
+    or file is looked at: only such keys are ever signed, and only they make a file name."""
+    target = rules.split_blob_key(key)
+    if target is None or not slugid.is_valid(target[0]):
         raise ResourceNotFound("no such blob")
-    return key
+    return target
 
 
 async def _put(queue: Queue, request: Request) -> Response:
     store = _store(queue)
-    key = _check_key(request.path_params["key"])
+    key = request.path_params["key"]
+    task_id, run_id, name = _check_key(key)
     content_type = request.headers.get("content-type", "")
     encoding = rules.encoding_of_header(request.headers.get("content-encoding"))
     token = store.verify_put(key, dict(request.query_params), content_type, encoding)
     check_content_length(request.headers.get("content-length"), store.max_bytes, "the artifact")
-    target = rules.split_blob_key(key)
-    if target is None:  # signed, so never; but a key is no artifact until it says which
-        raise ResourceNotFound("no such blob")
-    task_id, run_id, name = target
     await artifacts.check_upload(queue, task_id, run_id, name, token)
 
     async def commit() -> None:
         await artifacts.record_upload(queue, task_id, run_id, name, token)
 
     stored_encoding = None if encoding == rules.IDENTITY else encoding
-    await store.write(key, request.stream(), content_type, stored_encoding, commit)
+    await store.write(key, _body(request), content_type, stored_encoding, commit)
     return Response(status_code=200)
+
+
+async def _body(request: Request) -> AsyncIterator[bytes]:
+    """The upload's chunks; a client that hangs up mid-body is a 400, and the URL stays unused."""
+    try:
+        async for chunk in request.stream():
+            yield chunk
+    except ClientDisconnect:
+        raise MalformedPayload("the client hung up before sending the whole body") from None
 
 
 async def _get(queue: Queue, request: Request) -> Response:
     store = _store(queue)
-    key = _check_key(request.path_params["key"])
+    key = request.path_params["key"]
+    _check_key(key)
     store.verify_get(key, dict(request.query_params))
     blob = store.open(key)
     headers = {"content-type": blob.content_type}
     if blob.content_encoding:
         headers["content-encoding"] = blob.content_encoding
-    return FileResponse(blob.path, headers=headers, stat_result=None)
+    use_range = _check_range(request.headers.get("range"), blob.size)
+    return _BlobResponse(blob.path, headers=headers, stat_result=None, use_range=use_range)
+
+
+def _check_range(value: str | None, size: int) -> bool:
+    """Whether the blob's answer honours this Range. A malformed one is ignored and the whole blob
+    sent, as S3 does; one beyond the blob is a 416 in our error shape. (FileResponse would answer
+    both in plain text; its own parser decides, so the two never disagree.)"""
+    if value is None:
+        return False
+    try:
+        FileResponse._parse_range_header(value, size)
+    except MalformedRangeHeader:
+        return False
+    except RangeNotSatisfiable:
+        raise errors.RangeNotSatisfiable(
+            f"the Range {value[:80]!r} is not within the blob's {size} bytes"
+        ) from None
+    return True
+
+
+class _BlobResponse(FileResponse):
+    """A FileResponse that, unless told to honour it, answers as if no Range had been sent."""
+
+    def __init__(self, path: str | os.PathLike[str], *, use_range: bool, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.use_range = use_range
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.use_range:
+            scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"range"]}
+        await super().__call__(scope, receive, send)
 
 
 def routes(queue: Queue) -> list[StarletteRoute]:

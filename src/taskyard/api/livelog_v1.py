@@ -16,6 +16,7 @@ from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, describe
+from taskyard.api.routing import check_params
 from taskyard.model import digits
 from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import livelogs
@@ -58,6 +59,7 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
 
 async def _get(queue: Queue, request: Request) -> Response:
     task_id, run = request.path_params["taskId"], request.path_params["runId"]
+    check_params({"taskId": task_id})  # only real tasks' URLs are signed; others never reach storage
     run_id = digits.parse_whole(run, RUN_ID_DIGITS)
     if run_id is None:
         raise InvalidRequestArguments(f"URL parameter runId {run[:40]!r} must be a whole number")

@@ -20,7 +20,7 @@ from taskyard.api import authz
 from taskyard.auth import hawk
 from taskyard.model import schema
 from taskyard.model.errors import InvalidRequestArguments
-from taskyard.model.identifiers import IDENT, SLUGID, TASK_QUEUE_ID
+from taskyard.model.identifiers import CLIENT_ID, IDENT, SLUGID, TASK_QUEUE_ID
 from taskyard.model.scopes import Template
 from taskyard.model.types import JSONValue
 
@@ -41,7 +41,7 @@ PARAM_PATTERNS = {
     "workerId": IDENT,
     "taskQueueId": TASK_QUEUE_ID,
     "runId": r"^[1-9]*[0-9]+$",
-    "clientId": r"^[A-Za-z0-9!@/:.+|_-]+$",
+    "clientId": CLIENT_ID,
     "roleId": r"^[\x20-\x7e]+$",
     "name": r"^[\x20-\x7e]+$",  # artifact names; `..` segments are refused by the handlers
 }

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import re
 import secrets
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -28,7 +29,7 @@ import orjson
 
 from taskyard.auth import hawk
 from taskyard.auth.nonces import SeenRequests
-from taskyard.model import dates
+from taskyard.model import dates, identifiers
 from taskyard.model.errors import ConfigError, Unavailable
 from taskyard.model.roles import Role, RoleSet
 from taskyard.model.types import Clock
@@ -39,6 +40,7 @@ AUTH_CHANNEL = "auth_changed"
 RECHECK_SECONDS = 3.0  # the longest a process trusts its caches without re-reading the generation
 TOUCH_INTERVAL_MS = 6 * dates.HOUR  # lastDateUsed is kept up to date to within this
 MAX_CACHED_CLIENTS = 10_000
+_CLIENT_ID = re.compile(identifiers.CLIENT_ID)
 
 
 def client_token(secret_key: str, client_id: str, salt: str) -> str:
@@ -108,10 +110,15 @@ class Auth:
     # Lookups, as authentication needs them.
 
     async def lookup(self, client_id: str) -> hawk.ClientSecret | None:
-        """The client's secret (static clients first), or None; hawk refuses disabled or expired ones."""
+        """The client's secret (static clients first), or None; hawk refuses disabled or expired ones.
+
+        An id no client can have (a NUL, which PostgreSQL's text refuses, from a certificate's
+        issuer or a bewit) is None without a query."""
         static = self.static_clients.get(client_id)
         if static is not None:
             return static
+        if _CLIENT_ID.fullmatch(client_id) is None:
+            return None
         await self._ensure_fresh()
         cached = self._clients.get(client_id)
         if cached is None:

@@ -12,6 +12,7 @@
     ├── RequestConflict                409 RequestConflict
     ├── ResourceExpired                410 ResourceExpired
     ├── InputTooLarge                  413 InputTooLarge
+    ├── RangeNotSatisfiable            416 RangeNotSatisfiable    (a blob download's Range)
     ├── Unavailable                    503 ServiceUnavailable     (a backend is down: try again)
     └── ConfigError                    (never an HTTP answer: bad configuration at start-up)
 
@@ -109,6 +110,13 @@ class InputTooLarge(TaskyardError):
 
     code = "InputTooLarge"
     status = 413
+
+
+class RangeNotSatisfiable(TaskyardError):
+    """The requested byte range is not within the blob."""
+
+    code = "RangeNotSatisfiable"
+    status = 416
 
 
 class Unavailable(TaskyardError):

@@ -14,3 +14,5 @@ IDENT = r"^[a-zA-Z0-9-_]{1,38}$"
 WORKER_TYPE = r"^[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
 # `<provisionerId>/<workerType>`.
 TASK_QUEUE_ID = r"^[a-zA-Z0-9-_]{1,38}/[a-z]([-a-z0-9]{0,36}[a-z0-9])?$"
+# A clientId, as createClient takes it and as every stored or static client has it.
+CLIENT_ID = r"^[A-Za-z0-9!@/:.+|_-]+$"

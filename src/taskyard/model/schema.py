@@ -60,10 +60,18 @@ def validate(schema: Schema, value: object, *, where: str = "body") -> None:
 
 
 def string(
-    *, pattern: str | None = None, min_length: int | None = None, max_length: int | None = None
+    *,
+    pattern: str | None = None,
+    min_length: int | None = None,
+    max_length: int | None = None,
+    nul: bool = False,
 ) -> Schema:
-    """A string, optionally matching a (JavaScript-style, usually anchored) regular expression."""
-    return _String(pattern, _compile(pattern), min_length, max_length)
+    """A string, optionally matching a (JavaScript-style, usually anchored) regular expression.
+
+    No NUL character unless `nul`: PostgreSQL's text cannot hold one (TaskCluster's jsonb refuses
+    it too), so a NUL in a field would be stored on SQLite and be a database error on PostgreSQL.
+    """
+    return _String(pattern, _compile(pattern), min_length, max_length, nul)
 
 
 def integer(*, minimum: int | None = None, maximum: int | None = None) -> Schema:
@@ -132,10 +140,13 @@ class _String(Schema):
     compiled: re.Pattern[str] | None
     min_length: int | None
     max_length: int | None
+    nul: bool
 
     def check(self, value: object, path: str) -> None:
         if not isinstance(value, str):
             _fail(path, _wrong_type("string", value))
+        if not self.nul and "\x00" in value:
+            _fail(path, "must not contain a NUL character (\\u0000)")
         if self.min_length is not None and len(value) < self.min_length:
             _fail(path, f"must be at least {_count(self.min_length, 'character')}; it has {len(value)}")
         if self.max_length is not None and len(value) > self.max_length:

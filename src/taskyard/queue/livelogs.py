@@ -46,7 +46,8 @@ CHUNK_DELETE_BATCH = 5000
 APPEND_REQUEST = schema.obj(
     {
         "offset": schema.integer(minimum=0),
-        "data": schema.string(max_length=MAX_CHUNK_BYTES),  # characters; the bytes are checked after
+        # characters (the bytes are checked after); a NUL is stored as SUBSTITUTE (`append`)
+        "data": schema.string(max_length=MAX_CHUNK_BYTES, nul=True),
         "final": schema.boolean(),
     },
     required=["offset", "data"],
