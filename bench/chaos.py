@@ -29,6 +29,7 @@ answers and the events:
     events missing        a transition the database committed that no event told
     events not committed  an event for a transition the database does not hold
     5xx outside windows   5xx answers and connection errors outside every fault window
+    500s (incidents)      500 answers anywhere, fault window or not: an outage is a 503
     inconsistencies       rules of the stored queue broken, checked at rest once the server
                           stopped (`taskyard.queue.consistency`)
     worker retry failed   the killed worker's run was not retried and completed by another
@@ -102,6 +103,7 @@ MUST_BE_ZERO = (
     "events missing",
     "events not committed",
     "5xx outside windows",
+    "500s (incidents)",
     "inconsistencies",
     "worker retry failed",
 )
@@ -113,7 +115,7 @@ class Options:
     kill_every: float = 3.0  # seconds between kills
     kills: int = 0  # at least this many, spread over the run by progress
     rabbitmq: bool = True
-    seed: int = 0
+    seed: int = 1
     claim_timeout: int = 6  # seconds: lost claims expire soon, the killed worker's run too
     outage: float = 2.0  # seconds PostgreSQL stays down when it is restarted
     give_up: float = 300.0  # seconds to wait for every task to be resolved
@@ -156,8 +158,12 @@ class Record:
             with self.lock:
                 self.windows.append((why, began, time.monotonic()))
 
-    def expected(self, answer: Answer) -> bool:
-        return any(began <= answer.answered and answer.sent <= ended for _, began, ended in self.windows)
+    def expected(self, answer: Answer, why: tuple[str, ...] = ("kill", "postgres", "rabbitmq")) -> bool:
+        """Whether the request was under way during a window of one of the faults `why`."""
+        return any(
+            kind in why and began <= answer.answered and answer.sent <= ended
+            for kind, began, ended in self.windows
+        )
 
     def call(self, what: str, fn: Callable[[], T]) -> T:
         """`fn()`, again while it fails with a 5xx or no answer; Refused on a 409, others raise."""
@@ -527,10 +533,15 @@ def figures(
         result["resolved twice"] += ev["resolved twice (events)"]
         result["runs claimed twice"] += ev["claimed twice (events)"]
         result["events received (duplicates)"] = f"{ev['events received']} ({ev['duplicates']})"
+    result["500s (incidents)"] = sum(a.status == 500 for a in record.answers)
     failures = [a for a in record.answers if a.status == 0 or a.status >= 500]
     outside = [a for a in failures if not record.expected(a)]
     result["5xx outside windows"] = len(outside)
     result["5xx inside windows"] = len(failures) - len(outside)
+    if listener is not None:  # the API does not need the broker: expect none
+        result["5xx in RabbitMQ's window alone"] = sum(
+            not record.expected(a, ("kill", "postgres")) for a in failures if record.expected(a)
+        )
     result["answers"] = len(record.answers)
     result["refused (409), as planned"] = sum(load.refused.values())
     result["claims expired"] = sum(
@@ -616,7 +627,9 @@ def campaign(
         found = asyncio.run(inconsistencies(db_url))
         result["inconsistencies"] = len(found)
         result["_inconsistencies"] = found[:5]
-        result["server log errors"] = log_errors(work_root / "server")
+        errors = log_errors(work_root / "server")
+        result["server log errors"] = len(errors)
+        result["_errors"] = errors[:3]
         result["server kills"] = lives.kills
         result["PostgreSQL restarts"] = faults.pg_restarts if cluster is not None else "-"
         result["RabbitMQ restarts"] = faults.rabbit_restarts if rabbit is not None else "-"
@@ -633,13 +646,14 @@ async def inconsistencies(db_url: str) -> list[str]:
         await storage.close()
 
 
-def log_errors(server_dir: Path) -> int:
-    """ERROR lines in the server processes' logs (every life's)."""
-    return sum(
-        line.split(" ", 3)[2:3] == ["ERROR"]
-        for log in server_dir.glob("server*.log")
+def log_errors(server_dir: Path) -> list[str]:
+    """The ERROR lines in the server processes' logs (every life's), each after its file's name."""
+    return [
+        f"{log.name}: {line}"
+        for log in sorted(server_dir.glob("server*.log"))
         for line in log.read_text(errors="replace").splitlines()
-    )
+        if line.split(" ", 3)[2:3] == ["ERROR"]
+    ]
 
 
 def wait_resolved(db_url: str, group: str, give_up: float) -> list[str]:
@@ -738,8 +752,9 @@ def main(argv: list[str] | None = None) -> int:
                     with private_cluster() if kind == "postgres" else contextlib.nullcontext() as cluster:
                         results[kind] = campaign(kind, options, root, cluster=cluster, rabbit=rabbit)
                 finally:
-                    if args.keep:
-                        print(f"  kept {root}")
+                    result = results.get(kind)
+                    if args.keep or result is None or failures(result) or result["server log errors"]:
+                        print(f"  kept {root} (the servers' and workers' logs)")
                     else:
                         shutil.rmtree(root, ignore_errors=True)
     except KeyboardInterrupt:
@@ -756,6 +771,7 @@ def main(argv: list[str] | None = None) -> int:
             ("_outside", "outside windows"),
             ("_worker", "worker"),
             ("_inconsistencies", "inconsistent"),
+            ("_errors", "server log"),
         ):
             if result[key] and result[key] != "ok":
                 print(f"  {kind} {what}: {result[key]}")
