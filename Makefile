@@ -1,12 +1,14 @@
 # The two commands a newcomer needs are `make up` and `make test`. `up` installs only what
-# running taskyard needs; `test`, `lint`, `fmt`, `bench` and `install` add the development extras.
+# running taskyard needs; `test`, `lint`, `fmt`, `bench`, `chaos` and `install` add the development
+# extras. `chaos` is the fault campaign (bench/chaos.py: kills and restarts under load, on both
+# databases), then the API fuzzer at 50,000 requests.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test lint fmt bench clean
+.PHONY: install up test lint fmt bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +42,10 @@ fmt: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/worker.py
+
+chaos: $(STAMP)
+	$(BIN)/python bench/chaos.py
+	TASKYARD_FUZZ_COUNT=50000 $(BIN)/pytest -q tests/api/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -29,6 +29,12 @@ def test_make_up_installs_taskyard_without_the_dev_extras() -> None:
     assert "taskyard up" in up
 
 
-@pytest.mark.parametrize("target", ["test", "lint", "bench", "install"])
+@pytest.mark.parametrize("target", ["test", "lint", "bench", "chaos", "install"])
 def test_the_development_targets_install_the_dev_extras(target: str) -> None:
     assert "pip install --quiet -e '.[dev]'" in commands(target)
+
+
+def test_make_chaos_runs_the_fault_campaign_then_the_fuzzer_at_a_higher_count() -> None:
+    chaos = commands("chaos")
+    assert chaos.index("bench/chaos.py") < chaos.index("TASKYARD_FUZZ_COUNT=50000")
+    assert "tests/api/test_fuzz.py" in chaos

@@ -3,7 +3,8 @@ a thread of its own, so a test can go on driving servers (and killing them) whil
 
 It uses pika, not the server's aio-pika: what it sees is what any AMQP client bound the same way
 would see. Its queue is exclusive and auto-deleted: it lives exactly as long as the listener, which
-is independent of any server process.
+is independent of any server process. A listener on a broker that is restarted (a private node)
+uses a durable queue instead, and connects again by itself.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import orjson
 import pika
 import pika.channel
+import pika.exceptions
 import pika.spec
 import pytest
 
@@ -46,24 +48,44 @@ class Event:
 
 
 class Listener:
-    """Binds an exclusive queue as told, then collects every message it gets in `events`."""
+    """Binds a queue as told, then collects every message it gets in `events`.
 
-    def __init__(self, bindings: Iterable[tuple[str, str]], url: str = RABBITMQ_URL) -> None:
-        need_rabbitmq()
-        self.connection = pika.BlockingConnection(pika.URLParameters(url))
-        channel = self.connection.channel()
-        self.queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
-        for exchange, pattern in bindings:
-            channel.exchange_declare(exchange, "topic", durable=True)
-            channel.queue_bind(self.queue, exchange, pattern)
-        channel.basic_qos(prefetch_count=500)
-        channel.basic_consume(self.queue, self._on_message, auto_ack=True)
+    The queue is exclusive and auto-deleted, unless `durable_queue` names it: then it is durable,
+    messages are acknowledged only once collected, and when the connection is lost (the broker
+    restarted) the listener connects again and goes on where it left off. That is for a private
+    broker a test restarts; the shared one is checked first (`need_rabbitmq`).
+    """
+
+    def __init__(
+        self, bindings: Iterable[tuple[str, str]], url: str = RABBITMQ_URL, *, durable_queue: str = ""
+    ) -> None:
+        if url == RABBITMQ_URL:
+            need_rabbitmq()
+        self.url = url
+        self.bindings = list(bindings)
+        self.durable_queue = durable_queue
+        self.reconnections = 0
+        self.connection = self._connect()
         self._events: list[Event] = []
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._consume, name="bus-listener", daemon=True)
         self._thread.start()
+
+    def _connect(self) -> pika.BlockingConnection:
+        connection = pika.BlockingConnection(pika.URLParameters(self.url))
+        channel = connection.channel()
+        if self.durable_queue:
+            self.queue = channel.queue_declare(self.durable_queue, durable=True).method.queue
+        else:
+            self.queue = channel.queue_declare("", exclusive=True, auto_delete=True).method.queue
+        for exchange, pattern in self.bindings:
+            channel.exchange_declare(exchange, "topic", durable=True)
+            channel.queue_bind(self.queue, exchange, pattern)
+        channel.basic_qos(prefetch_count=500)
+        channel.basic_consume(self.queue, self._on_message, auto_ack=not self.durable_queue)
+        return connection
 
     def _on_message(
         self,
@@ -76,10 +98,30 @@ class Listener:
         with self._arrived:
             self._events.append(event)
             self._arrived.notify_all()
+        if self.durable_queue:  # collected: the broker may forget it (a lost ack means a duplicate)
+            _channel.basic_ack(method.delivery_tag)
 
     def _consume(self) -> None:
         while not self._stop.is_set():
-            self.connection.process_data_events(time_limit=0.1)
+            try:
+                self.connection.process_data_events(time_limit=0.1)
+            except pika.exceptions.AMQPError:
+                if not self.durable_queue:
+                    raise
+                self._reconnect()
+
+    def _reconnect(self) -> None:
+        """Connect again until the broker answers (or the listener is closed)."""
+        with contextlib.suppress(Exception):
+            self.connection.close()
+        while not self._stop.is_set():
+            try:
+                self.connection = self._connect()
+            except pika.exceptions.AMQPError:
+                time.sleep(0.2)
+                continue
+            self.reconnections += 1
+            return
 
     @property
     def events(self) -> list[Event]:
@@ -104,6 +146,8 @@ class Listener:
         self._stop.set()
         self._thread.join(timeout=10)
         with contextlib.suppress(Exception):
+            if self.durable_queue:  # it outlives the connection: remove it
+                self.connection.channel().queue_delete(self.durable_queue)
             self.connection.close()
 
     def __enter__(self) -> Listener:

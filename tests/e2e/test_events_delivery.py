@@ -14,17 +14,13 @@ N lifecycles: TASKYARD_TEST_KILL_LIFECYCLES (default 1000).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import os
-import signal
-import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,9 +28,18 @@ import pytest
 import taskcluster
 from taskcluster.exceptions import TaskclusterConnectionError, TaskclusterRestFailure
 
-from tests.e2e import conftest
 from tests.e2e.bus import EVENTS_URL, Event, Listener
-from tests.e2e.conftest import Server, start_server
+from tests.e2e.conftest import start_server
+from tests.e2e.faults import (
+    TASK_EXCHANGES,
+    TC,
+    Lives,
+    outbox_size,
+    recorded_transitions,
+    runs_of,
+    transition_of,
+    unresolved,
+)
 from tests.e2e.helpers import definition, slug
 
 pytestmark = pytest.mark.slow
@@ -45,16 +50,6 @@ KILLS = 4
 CLAIMERS = 3
 AHEAD = 48  # tasks created but not yet finished, at most: creation and claims interleave
 GIVE_UP = 300.0  # seconds any one call may keep failing while the server is down
-TC = "exchange/taskcluster-queue/v1/"
-TASK_EXCHANGES = (
-    "task-defined",
-    "task-pending",
-    "task-running",
-    "task-completed",
-    "task-failed",
-    "task-exception",
-)
-RESOLUTIONS = {"completed": "task-completed", "failed": "task-failed", "exception": "task-exception"}
 
 
 # The plan: what the workload does with task number i. ---------------------------------------------
@@ -201,109 +196,7 @@ class Workload:
         return made
 
 
-# The server, killed and restarted. ----------------------------------------------------------------
-
-
-@dataclass
-class Lives:
-    """One server's successive processes on one database, port, data directory and secrets."""
-
-    current: Server
-    kills: int = 0
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[Lives]:
-        try:
-            yield self
-        finally:
-            self.current.stop()
-
-    def kill_and_restart(self) -> None:
-        dead = self.current
-        assert dead.process is not None
-        os.killpg(dead.process.pid, signal.SIGKILL)
-        dead.process.wait(timeout=30)
-        if dead in conftest.RUNNING:
-            conftest.RUNNING.remove(dead)
-        self.kills += 1
-        log = dead.data_dir / f"server-{self.kills}.log"
-        self.current = replace(dead, process=None, log_file=log, name=f"{dead.name}-{self.kills}").start()
-
-
-# What the database recorded. --------------------------------------------------------------------------
-
-
-def db_rows(db_url: str, sql_sqlite: str, sql_postgres: str, *args: Any) -> list[tuple[Any, ...]]:
-    """Rows of a query, read straight from the server's database (SQLite file or PostgreSQL)."""
-    if db_url.startswith("sqlite:///"):
-        with contextlib.closing(sqlite3.connect(db_url.removeprefix("sqlite:///"), timeout=30)) as db:
-            return list(db.execute(sql_sqlite, args).fetchall())
-
-    async def fetch() -> list[tuple[Any, ...]]:
-        import asyncpg
-
-        conn = await asyncpg.connect(db_url, timeout=10)
-        try:
-            return [tuple(r) for r in await conn.fetch(sql_postgres, *args)]
-        finally:
-            await conn.close()
-
-    return asyncio.run(fetch())
-
-
-def task_runs(db_url: str, group: str) -> dict[str, list[dict[str, Any]]]:
-    """The runs of each task of `group`, as the database holds them."""
-    rows = db_rows(
-        db_url,
-        "SELECT task_id, runs FROM tasks WHERE task_group_id = ?",
-        "SELECT task_id, runs FROM tasks WHERE task_group_id = $1",
-        group,
-    )
-    return {str(task_id): json.loads(runs) for task_id, runs in rows}
-
-
-def runs_of(db_url: str, group: str) -> list[dict[str, Any]]:
-    return [run for runs in task_runs(db_url, group).values() for run in runs]
-
-
-def recorded_transitions(db_url: str, group: str) -> dict[str, list[tuple[str, int | None, str]]]:
-    """Each task's transitions as committed: (exchange, runId, the run's state after it), in order."""
-    transitions: dict[str, list[tuple[str, int | None, str]]] = {}
-    for task_id, runs in task_runs(db_url, group).items():
-        steps: list[tuple[str, int | None, str]] = [("task-defined", None, "")]
-        for run in runs:
-            run_id = int(run["runId"])
-            if run["reasonCreated"] != "exception":  # a run created resolved was never pending
-                steps.append(("task-pending", run_id, "pending"))
-            if "started" in run:
-                steps.append(("task-running", run_id, "running"))
-            if run["state"] in RESOLUTIONS:
-                steps.append((RESOLUTIONS[run["state"]], run_id, run["state"]))
-        transitions[task_id] = steps
-    return transitions
-
-
-def unresolved(db_url: str, group: str) -> list[str]:
-    done = "state IN ('completed', 'failed', 'exception')"
-    rows = db_rows(
-        db_url,
-        f"SELECT task_id FROM tasks WHERE task_group_id = ? AND NOT {done}",
-        f"SELECT task_id FROM tasks WHERE task_group_id = $1 AND NOT {done}",
-        group,
-    )
-    return [str(r[0]) for r in rows]
-
-
-def outbox_size(db_url: str) -> int:
-    (row,) = db_rows(db_url, "SELECT count(*) FROM outbox", "SELECT count(*) FROM outbox")
-    return int(row[0])
-
-
-def transition_of(event: Event) -> tuple[str, int | None, str]:
-    exchange = event.exchange.removeprefix(TC)
-    run_id = event.body.get("runId")
-    state = "" if exchange == "task-defined" else event.body["status"]["runs"][run_id]["state"]
-    return exchange, run_id, state
+# Helpers. ---------------------------------------------------------------------------------------------
 
 
 def first_occurrences(items: list[T]) -> list[T]:

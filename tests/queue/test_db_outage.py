@@ -1,4 +1,5 @@
-"""Wake-ups missed while PostgreSQL's notifications were down are made up once they are back.
+"""Wake-ups missed while PostgreSQL's notifications were down are made up once they are back; the
+background loops (resolvers, outbox relay) say an outage once, not in every round it lasts.
 
 Process A waits (a claimWork, cached roles) while its notification connection is down; process B
 changes something meanwhile, and its notification never reaches A. When A's connection is back,
@@ -9,6 +10,7 @@ A's reconnection is held back until B is done, so the notification is lost for c
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -17,9 +19,12 @@ import pytest
 from taskyard.auth import roles
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
+from taskyard.events.memory import MemoryBus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.events.profiles import TC_PREFIX
 from taskyard.model.guard import ALLOW_ALL
-from taskyard.queue import claims, tasks
-from taskyard.queue.service import Queue
+from taskyard.queue import claims, resolvers, tasks
+from taskyard.queue.service import CLAIM_RESOLVER, Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import DatabaseUnavailable, Storage
 from tests.conftest import QUEUE_ISSUER, SECRET_KEY, until
@@ -127,3 +132,117 @@ async def test_auth_caches_forget_what_changed_while_notifications_were_down(
         await asyncio.sleep(0.02)
     else:
         raise AssertionError("the cached roles were never dropped")
+
+
+# Background loops through an outage: one warning when it begins, one line when it ends. Found by the
+# fault campaign (bench/chaos.py): a 2 s restart logged an ERROR with a traceback per resolver round.
+
+
+class Rounds:
+    """Counts a background loop's rounds that failed because the database was unavailable."""
+
+    def __init__(self) -> None:
+        self.failed = 0
+
+    def counting(self, work: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+        async def counted() -> T:
+            try:
+                return await work()
+            except DatabaseUnavailable:
+                self.failed += 1
+                raise
+
+        return counted
+
+
+async def polled(condition: Callable[[], Awaitable[bool]]) -> None:
+    """Wait for `condition()` to hold, polling (it fails the test after about 30 s)."""
+    for _ in range(600):
+        if await condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition never held")
+
+
+async def through_an_outage(pg_cluster: PgCluster, rounds: Rounds) -> None:
+    """Stop PostgreSQL until a loop failed several rounds, then start it again."""
+    await asyncio.to_thread(pg_cluster.stop)
+
+    async def failed_enough() -> bool:
+        return rounds.failed >= 5
+
+    await polled(failed_enough)
+    await asyncio.to_thread(pg_cluster.start)
+
+
+def said(caplog: pytest.LogCaptureFixture, logger: str) -> list[tuple[int, str]]:
+    """What `logger` said: a warning when an outage began, a line when it ended, nothing else.
+
+    (A server shutting down may still answer a query between two refusals: two short outages.)
+    """
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == logger]
+    assert [level for level, _ in lines] in (
+        [logging.WARNING, logging.INFO],
+        [logging.WARNING, logging.INFO] * 2,
+    )
+    return lines
+
+
+async def test_a_resolver_logs_a_database_outage_once_not_every_round(
+    pg_cluster: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = await open_storage(pg_cluster.url())
+    queue = Queue(storage, QueueConfig(claim_timeout=1), credentials_issuer=QUEUE_ISSUER)
+    rounds = Rounds()
+    work = rounds.counting(lambda: resolvers.resolve_expired_claims(queue))
+    loop = asyncio.create_task(resolvers.run_forever(CLAIM_RESOLVER, work, 0.02))
+    try:
+        with caplog.at_level(logging.INFO, logger="taskyard.queue.resolvers"):
+            await through_an_outage(pg_cluster, rounds)
+            task_id = new_id()
+            body: Any = definition(queue.clock())
+            await eventually(lambda: tasks.create_task(queue, task_id, body, guard=ALLOW_ALL))
+            await eventually(lambda: claims.claim_work(queue, TASK_QUEUE, WORKER, 1))
+
+            async def expired() -> bool:  # back at work: the claim expires and the resolver resolves it
+                return (await tasks.status(queue, task_id))["status"]["runs"][0]["state"] == "exception"
+
+            await polled(expired)
+    finally:
+        loop.cancel()
+        await storage.close()
+    lines = said(caplog, "taskyard.queue.resolvers")
+    assert lines[-2][1].startswith(f"{CLAIM_RESOLVER}: PostgreSQL is unavailable"), lines
+    assert lines[-1][1].startswith(f"{CLAIM_RESOLVER}: the database is back after"), lines
+    assert rounds.failed >= 5
+
+
+async def test_the_outbox_relay_logs_a_database_outage_once_not_every_round(
+    pg_cluster: PgCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = await open_storage(pg_cluster.url())
+    queue = Queue(storage, QueueConfig(), credentials_issuer=QUEUE_ISSUER)
+    bus = MemoryBus()
+    defined: list[str] = []
+    bus.subscribe(TC_PREFIX + "task-defined", "#", lambda e: defined.append(e.routing_key))
+    relay = OutboxRelay(storage, bus, idle_seconds=0.02)
+    rounds = Rounds()
+    relay.relay_once = rounds.counting(relay.relay_once)  # type: ignore[method-assign]
+    loop = asyncio.create_task(relay.run())
+    try:
+        with caplog.at_level(logging.INFO, logger="taskyard.events.outbox"):
+            await through_an_outage(pg_cluster, rounds)
+            body: Any = definition(queue.clock())
+            await eventually(lambda: tasks.create_task(queue, new_id(), body, guard=ALLOW_ALL))
+
+            async def relayed() -> bool:  # the relay is back at work
+                return bool(defined)
+
+            await polled(relayed)
+    finally:
+        loop.cancel()
+        await storage.close()
+    lines = said(caplog, "taskyard.events.outbox")
+    assert "PostgreSQL is unavailable" in lines[-2][1], lines
+    assert lines[-1][1].startswith("outbox relay: the database is back after"), lines
+    assert rounds.failed >= 5

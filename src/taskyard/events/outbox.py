@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 
 import orjson
 
 from taskyard.events.port import BusUnavailable, EventBus
 from taskyard.model.messages import Message
-from taskyard.storage.port import Row, Storage, Tx
+from taskyard.model.outages import Outage
+from taskyard.storage.port import DatabaseUnavailable, Row, Storage, Tx
 
 log = logging.getLogger(__name__)
 _RELAY_LOCK = 0x7A5C_0002
@@ -53,7 +55,8 @@ class OutboxRelay:
         self._wake.set()
 
     async def run(self) -> None:
-        """Relay until cancelled."""
+        """Relay until cancelled. An unavailable database is logged once per outage."""
+        outage = Outage()
         while True:
             try:
                 while await self.relay_once():
@@ -62,8 +65,15 @@ class OutboxRelay:
                 # The bus logs its outages; the events stay in the outbox until it is back.
                 await self._bus.wait_ready()
                 continue
+            except DatabaseUnavailable as exc:
+                if outage.begins(time.monotonic()):
+                    log.warning("outbox relay: %s; the events wait in the outbox", exc)
             except Exception:
                 log.exception("outbox relay failed; retrying")
+            else:
+                _, lasted = outage.ends(time.monotonic())
+                if lasted is not None:
+                    log.info("outbox relay: the database is back after %.1f s", lasted)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._idle)
                 # Let the commits of the next few milliseconds join this batch: one relay

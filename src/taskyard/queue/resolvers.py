@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from taskyard.model import runs
 from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.outages import Outage
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.queue import artifacts, groups, livelogs, service
 from taskyard.queue.service import (
@@ -229,14 +231,26 @@ async def run_forever(
     lead: Callable[[str], Awaitable[bool]] | None = None,
 ) -> None:
     """Run `work` until cancelled: again at once while it finds work, else after `interval` or a
-    wake-up. With `lead`, only while `lead(name)` says this process is the one that runs it."""
+    wake-up. With `lead`, only while `lead(name)` says this process is the one that runs it.
+
+    An unavailable database is an outage, not a failure: one warning when it begins, one line
+    when a round succeeds again, however many rounds it fails meanwhile.
+    """
+    outage = Outage()
     while True:
         try:
             if lead is None or await lead(name):
                 while await work() > 0:
                     pass
+        except Unavailable as exc:
+            if outage.begins(time.monotonic()):
+                log.warning("%s: %s; trying again every %gs", name, exc, interval)
         except Exception:
             log.exception("%s failed; retrying in %.1fs", name, interval)
+        else:
+            _, lasted = outage.ends(time.monotonic())
+            if lasted is not None:
+                log.info("%s: the database is back after %.1f s", name, lasted)
         if wake is None:
             await asyncio.sleep(interval)
             continue

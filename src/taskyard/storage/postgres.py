@@ -232,7 +232,7 @@ class PostgresStorage:
                     raise
                 broken = True  # and COMMIT was not sent: the server can't have committed any of it
                 raise TransactionRolledBack(f"lost the transaction before it committed: {exc}") from exc
-            if conn.is_closed():
+            if _is_closed(conn):
                 broken = True
                 raise TransactionRolledBack("the connection closed before the transaction could commit")
             try:
@@ -454,6 +454,15 @@ async def _roll_back(conn: Any) -> None:
             await conn.execute("ROLLBACK")
     except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
         _terminate(conn)
+
+
+def _is_closed(conn: Any) -> bool:
+    """Whether a pooled connection is closed. One asyncpg saw die is already back in its pool, and
+    its proxy refuses every call, is_closed() too ("released back to the pool"): it is closed."""
+    try:
+        return bool(conn.is_closed())
+    except asyncpg.InterfaceError:
+        return True
 
 
 def _terminate(conn: Any) -> None:
