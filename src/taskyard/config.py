@@ -37,6 +37,8 @@ class ServerConfig:
     events: str = field(default="memory://", repr=False)
     # Which exchange layouts the bus publishes: "tc" (TaskCluster's) and/or "seed" (v1/queue:*).
     event_profiles: tuple[str, ...] = ("tc", "seed")
+    # Seconds the event log keeps published events, for stream clients that reconnect.
+    event_retention: float = 600.0
     root_access_token: str = field(default="", repr=False)
     # Derives the access tokens of the clients stored in the database; every process of one
     # deployment needs the same key.

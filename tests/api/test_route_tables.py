@@ -12,11 +12,16 @@ import re
 
 import pytest
 
-from taskyard.api import artifacts_v1, auth_v1, authz, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, events_v1, queue_v1
 from taskyard.api.routing import Route
 from taskyard.model import schema
 
-TABLES = {"queue": queue_v1.ROUTES, "artifacts": artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+TABLES = {
+    "queue": queue_v1.ROUTES,
+    "artifacts": artifacts_v1.ROUTES,
+    "auth": auth_v1.ROUTES,
+    "events": events_v1.ROUTES,
+}
 ALL = [(table, r) for table, routes in TABLES.items() for r in routes]
 SCOPED = [(table, r) for table, r in ALL if r.scopes is not None]
 

@@ -20,12 +20,14 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, index, livelog_v1, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, blobs, events_v1, index, livelog_v1, queue_v1
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
-from taskyard.api.routing import Call, Reply, Route, check_params
+from taskyard.api.routing import Call, Reply, Route, Stream, check_params
+from taskyard.api.streams import StreamAnswer
 from taskyard.auth import hawk, static
 from taskyard.auth.service import Auth
+from taskyard.events.feed import EventFeed
 from taskyard.model import dates, schema, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
@@ -48,6 +50,7 @@ class Services:
     started: float = field(default_factory=time.monotonic)
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
+    events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
@@ -205,6 +208,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             route.scopes,
             scope_body=route.scope_body,
             request=hawk_request(request, raw) if route.own_auth else None,
+            query_items=tuple(request.query_params.multi_items()),
+            headers=dict(request.headers),
         )
         if route.scopes is not None and not route.loads:
             call.authorize()
@@ -216,6 +221,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             raise UncheckedScopes(f"{route.name} answered without checking its scopes")
         if isinstance(result, Reply):
             return json_response(result.body, result.status, result.headers)
+        if isinstance(result, Stream):
+            return StreamAnswer(result)
         return json_response(result)
 
     return handle
@@ -267,9 +274,14 @@ def routes_for(
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
-    tables = {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+    tables = {
+        "queue": queue_v1.ROUTES + artifacts_v1.ROUTES,
+        "auth": auth_v1.ROUTES,
+        "events": events_v1.ROUTES,
+    }
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
+    routes += routes_for("/api/events/v1", tables["events"], services)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
     app = Starlette(
         routes=routes,

@@ -104,6 +104,13 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     )
     add(
         parser,
+        "--event-retention",
+        help="seconds the event stream keeps published events for clients that reconnect",
+        default=600.0,
+        type=float,
+    )
+    add(
+        parser,
         "--artifacts",
         help="blob store for artifacts: file:///dir or s3://bucket?endpoint=URL&region=R "
         "(default: DATA_DIR/artifacts)",
@@ -183,6 +190,10 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError("max-artifact-bytes", values["max_artifact_bytes"], "must be at least 1")
     if values["max_live_log_bytes"] < 1:
         raise ConfigError("max-live-log-bytes", values["max_live_log_bytes"], "must be at least 1")
+    if not 0 < values["event_retention"] <= 7 * 86400:
+        raise ConfigError(
+            "event-retention", values["event_retention"], "must be above 0 and at most 604800 (7 days)"
+        )
     if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
         raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
@@ -205,6 +216,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         max_artifact_bytes=values["max_artifact_bytes"],
         events=events.check_url(values["events"]),
         event_profiles=parse_profiles(values["event_profiles"]),
+        event_retention=values["event_retention"],
         bench_skip_auth=bench_skip_auth(values["host"], environ),
     )
 
