@@ -27,9 +27,11 @@ TC = "exchange/taskcluster-queue/v1/"
 class Tail:
     """`taskyard events tail ARGS...`, its output read line by line as it comes."""
 
-    def __init__(self, *args: str, stdout: int = subprocess.PIPE) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
-        env["TASKYARD_EVENTS"] = EVENTS_URL
+    def __init__(self, *args: str, stdout: int = subprocess.PIPE, env: dict[str, str] | None = None) -> None:
+        """From the shared RabbitMQ, unless `env` says otherwise (TASKCLUSTER_* for the server's stream)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKYARD_", "TASKCLUSTER_"))} | (
+            {"TASKYARD_EVENTS": EVENTS_URL} if env is None else env
+        )
         self.process = subprocess.Popen(
             [str(TASKYARD), "events", "tail", *args],
             stdout=stdout,
