@@ -283,6 +283,12 @@ async def test_a_bewit_signs_the_stream_for_clients_that_cannot_send_headers(
         ({"binding": "v1/queue:task-defined:#"}, ["'v1/queue:task-defined'", "is not an exchange"]),
         ({"binding": f"{TC}task-pending:#", "lastEventId": "x1"}, ["lastEventId", "'x1'"]),
         ({"binding": f"{TC}task-pending:#", "colour": "red"}, ["'colour'", "is not known"]),
+        ({"binding": f"{TC}task-pending:a.\x00"}, ["word 2 holds a control character"]),
+        ({"binding": f"{TC}task-pending:" + "a." * 200}, ["longer than 255 bytes"]),
+        ({"binding": "é" * 5000}, ["is not an exchange"]),
+        ({"binding": ""}, ["'' is not an exchange"]),
+        ({"binding": f"{TC}task-pending:#", "lastEventId": "9" * 40}, ["lastEventId"]),
+        ({"binding": f"{TC}task-pending:#", "lastEventId": "-1"}, ["lastEventId", "'-1'"]),
     ],
 )
 async def test_bad_input_is_a_400_naming_the_binding_and_rule(
