@@ -24,6 +24,7 @@ import orjson
 import pytest
 import uvicorn
 
+from taskyard.api import events_v1
 from taskyard.api.app import Services, build_app
 from taskyard.auth.service import Auth
 from taskyard.events import log as event_log
@@ -309,6 +310,28 @@ async def test_a_bad_last_event_id_header_is_a_400(served: Served) -> None:
 async def test_too_many_bindings_are_refused(served: Served) -> None:
     url = served.stream_url(*[f"{TC}task-pending:a{i}" for i in range(33)])
     assert_error(await get(url, ROOT), 400, "InvalidRequestArguments", names=["at most 32"])
+
+
+async def test_an_idle_stream_sends_heartbeats(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events_v1, "HEARTBEAT_SECONDS", 0.05)
+    async with following(served.stream_url(f"{TC}task-pending:#"), ROOT) as reader:
+        while not reader.comments:
+            line = await asyncio.wait_for(anext(reader.lines), 10)
+            assert line in ("", ": heartbeat"), line
+            if line:
+                reader.comments.append(line)
+    assert reader.comments == [": heartbeat"]
+
+
+async def test_stopping_ends_the_streams_even_of_clients_that_do_not_read(served: Served) -> None:
+    url = served.stream_url(f"{TC}task-pending:#")
+    with contextlib.closing(await stuck_client(url)):
+        await until(lambda: served.feed.followers == 1)
+        async with following(url, ROOT) as reader:
+            served.feed.end_streams(grace=0.1)
+            rest = [line async for line in reader.lines]  # ends: the server closed the stream
+        assert rest == []
+        await until(lambda: served.feed.followers == 0)
 
 
 async def test_ping_and_index(served: Served) -> None:

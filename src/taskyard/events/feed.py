@@ -176,10 +176,13 @@ class EventFeed:
                 await self._task
         self.end_streams()
 
-    def end_streams(self) -> None:
-        """End every stream: the server is stopping."""
+    def end_streams(self, grace: float = 5.0) -> None:
+        """End every stream once what it holds is sent: the server is stopping. A stream still
+        sending after `grace` seconds (its client does not read) is given up on."""
+        loop = asyncio.get_running_loop()
         for follower in self._followers:
             follower.end()
+            loop.call_later(grace, follower.dropped.set)
 
     @property
     def followers(self) -> int:
