@@ -127,16 +127,20 @@ async def fill(storage: Storage, provisioner: str, n: int) -> None:
 async def measure_rate(storage: Storage, bus: AmqpBus, counter: Counter, provisioner: str, n: int) -> None:
     await fill(storage, provisioner, n)
     relay = OutboxRelay(storage, bus)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     drained = 0
     while moved := await relay.relay_once():
         drained += moved
-    elapsed = time.perf_counter() - began
+    elapsed, cpu = time.perf_counter() - began, time.process_time() - cpu
     per_event = len(bus.profiles.names)
     print(
         f"rate:    {drained} events in {elapsed:.2f} s = {drained / elapsed:,.0f} events/s "
         f"({drained * per_event / elapsed:,.0f} messages/s, profiles {','.join(bus.profiles.names)}), "
         "each batch confirmed before its delete committed"
+    )
+    print(
+        f"         relay CPU (this process: outbox reads and deletes, publishing): "
+        f"{cpu / drained * 1e6:.0f} us per event, {cpu / (drained * per_event) * 1e6:.0f} us per message"
     )
 
 

@@ -37,7 +37,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -280,6 +280,16 @@ def proc_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14 and 15)
 
 
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` and its children: the API processes of `serve --processes N`."""
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    try:
+        kids = [int(c) for c in children.read_text().split()]
+    except OSError:
+        kids = []
+    return proc_cpu_seconds(pid) + sum(proc_cpu_seconds(k) for k in kids)
+
+
 def postgres_cpu_seconds(database: str) -> float:
     """CPU time of PostgreSQL's processes serving `database`, plus its shared background processes
     (postmaster, WAL writer, checkpointer...). Other databases' backends (say, a test run) are left out.
@@ -317,7 +327,7 @@ def cpu_snapshot(server: Server) -> CpuSnapshot:
     database = server.db_url.rsplit("/", 1)[1] if server.db_url else None
     return CpuSnapshot(
         now(),
-        proc_cpu_seconds(server.pid),
+        tree_cpu_seconds(server.pid),
         time.process_time(),
         postgres_cpu_seconds(database) if database else 0.0,
         machine_busy_seconds(),
@@ -363,9 +373,17 @@ class Server:
     """One `taskyard serve` subprocess."""
 
     def __init__(
-        self, data_dir: Path, db_url: str | None, token: str, command: list[str], *, skip_auth: bool = False
+        self,
+        data_dir: Path,
+        db_url: str | None,
+        token: str,
+        command: list[str],
+        *,
+        skip_auth: bool = False,
+        serve_args: Sequence[str] = (),
     ) -> None:
         self.skip_auth = skip_auth
+        self.serve_args = list(serve_args)
         self.command = command
         self.data_dir = data_dir
         self.db_url = db_url
@@ -379,6 +397,7 @@ class Server:
         cmd = [*self.command, "serve", "--port", str(self.port), "--data-dir", str(self.data_dir)]
         if self.db_url:
             cmd += ["--db", self.db_url]
+        cmd += self.serve_args
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env.update(TASKYARD_ROOT_ACCESS_TOKEN=self.token, TASKYARD_LOG_LEVEL="WARNING")
         if self.skip_auth:
@@ -953,7 +972,10 @@ async def run_server(
                 return None
             token = secrets.token_urlsafe(33)
             command = shlex.split(args.taskyard) if args.taskyard else taskyard_command()
-            server = Server(data_dir, db_url, token, command, skip_auth=skip_auth)
+            serve_args = shlex.split(args.serve_args)
+            if name == "sqlite" and "--processes" in serve_args:
+                serve_args = _without_processes(serve_args)  # SQLite is served by one process
+            server = Server(data_dir, db_url, token, command, skip_auth=skip_auth, serve_args=serve_args)
             try:
                 await server.start()
                 where = db_url or f"SQLite in {data_dir}"
@@ -966,6 +988,11 @@ async def run_server(
             print(f"  kept {data_dir}")
         else:
             shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def _without_processes(serve_args: list[str]) -> list[str]:
+    at = serve_args.index("--processes")
+    return serve_args[:at] + serve_args[at + 2 :]
 
 
 def fmt(value: Any, spec: str) -> str:
@@ -1093,6 +1120,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="command that runs taskyard (default: this venv's `taskyard`), e.g. another checkout's",
     )
     p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
+    p.add_argument(
+        "--serve-args",
+        default="",
+        help="more flags for `taskyard serve`, e.g. '--events amqp://guest:guest@127.0.0.1:5672/ "
+        "--processes 2' (--processes applies to PostgreSQL only)",
+    )
     p.add_argument(
         "--skip", default="", help="comma-separated phases to skip: throughput,auth,dispatch,claim"
     )

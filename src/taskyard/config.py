@@ -50,6 +50,8 @@ class ServerConfig:
     # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
     # scope checks, so bench/ can measure what they cost.
     bench_skip_auth: bool = False
+    # API processes forked to serve one port (`serve --processes`); above 1 on PostgreSQL only.
+    processes: int = 1
 
     @property
     def root_url(self) -> str:

@@ -66,3 +66,16 @@ def test_a_port_in_use_says_how_to_choose_another(tmp_path: Path) -> None:
         port = taken.getsockname()[1]
         result = serve(tmp_path, "--host", "127.0.0.1", "--port", str(port))
     told(result, 3, f"port {port} on 127.0.0.1 is in use", "--port or TASKYARD_PORT")
+
+
+def test_several_processes_on_sqlite_are_refused(tmp_path: Path) -> None:
+    result = serve(tmp_path, "--port", str(free_port()), "--processes", "2")
+    told(result, 2, "processes=2", "needs PostgreSQL")
+
+
+def test_several_processes_on_unreachable_postgres_say_so_once(tmp_path: Path) -> None:
+    port = free_port()
+    result = serve(
+        tmp_path, "--port", str(free_port()), "--processes", "3", "--db", f"postgresql://127.0.0.1:{port}/x"
+    )
+    told(result, 3, f"127.0.0.1:{port}", "is it running?")

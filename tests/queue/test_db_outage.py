@@ -71,8 +71,19 @@ async def test_a_claim_work_waiting_through_a_restart_finds_work_made_meanwhile(
     waiting_queue = Queue(first, config, credentials_issuer=QUEUE_ISSUER)
     other_queue = Queue(second, config, credentials_issuer=QUEUE_ISSUER)
     await waiting_queue.start()
+    looked = asyncio.Event()
+    claim_pending = claims.claim_pending
+
+    async def look(*args: Any) -> list[claims.Claim]:
+        found = await claim_pending(*args)
+        looked.set()
+        return found
+
+    monkeypatch.setattr(claims, "claim_pending", look)
     waiting = asyncio.create_task(claims.claim_work(waiting_queue, TASK_QUEUE, WORKER, 1))
     try:
+        # Waiting, its first look done: a restart in the middle of that look would fail the call.
+        await asyncio.wait_for(looked.wait(), 30)
         await until(lambda: waiting_queue.signals.waiting(TASK_QUEUE) == 1)
         gate = hold_reconnection(first, monkeypatch)
         await asyncio.to_thread(pg_cluster.restart)

@@ -54,15 +54,21 @@ async def test_a_deadlocked_transaction_is_run_again(db_url: str) -> None:
         await _pending(storage, "right", 1, 2)
         runs = {"left": 0, "right": 0}
         holding = {"left": asyncio.Event(), "right": asyncio.Event()}
+        holding_both = {"left": asyncio.Event(), "right": asyncio.Event()}
 
         def locker(first: str, second: str) -> object:
             async def body(tx: Tx) -> str:
                 runs[first] += 1
+                if runs[first] > 1:
+                    # Run again once the other holds both rows: it commits, then this goes on. (Were
+                    # it to take a row first, which a loaded machine allows, it would deadlock again.)
+                    await holding_both[second].wait()
                 await tx.fetchrow("get_task_for_update", first)
                 if runs[first] == 1:  # the first time, meet the other half-way: a deadlock
                     holding[first].set()
                     await holding[second].wait()
                 await tx.fetchrow("get_task_for_update", second)
+                holding_both[first].set()
                 return first
 
             return body

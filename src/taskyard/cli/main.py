@@ -7,7 +7,7 @@ import asyncio
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from taskyard import __version__
@@ -35,6 +35,13 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
     options.add_server_options(serve)
+    options.add(
+        serve,
+        "--processes",
+        help="API processes serving one port (above 1 needs PostgreSQL)",
+        default=1,
+        type=int,
+    )
     up = commands.add_parser("up", help="run everything in one process on the embedded default (SQLite)")
     options.add_server_options(up)
     worker_cli.add_worker_options(up, capacity=worker_cli.cores())
@@ -48,6 +55,8 @@ def parser() -> argparse.ArgumentParser:
 
 def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
     running = []
+    if config.processes > 1:
+        running.append(f"  processes:     {config.processes} API processes on this port")
     if worker is not None:
         where = f"task queue {worker.task_queue_id}, capacity {worker.capacity}, in {worker.work_dir}"
         running.append(f"  local worker:  {where}")
@@ -113,26 +122,14 @@ def _main(argv: Sequence[str] | None) -> int:
         return db.main(args, os.environ)
     if args.command == "events":
         return events_cli.main(args, os.environ)
-    try:
-        logging.basicConfig(
-            level=log_level(os.environ),
-            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        )
-        if args.command == "worker":
-            # asyncio's own loop: it spawns commands with vfork, uvloop (libuv) with a full fork
-            # of the worker, 3 ms apiece, which for short tasks outweighs uvloop's faster I/O.
-            return asyncio.run(worker_cli.run_worker(worker_cli.worker_config(args, os.environ)))
-        values = options.resolve(args, os.environ)
-        lock = options.lock_data_dir(args.command, values)
-        try:
-            config = options.server_config(values, os.environ)
-            from taskyard.cli.serve import serve
+    return exit_status(lambda: _serve_or_work(args))
 
-            local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
-            run(serve(config, banner=banner(config, local_worker), worker=local_worker, lock=lock))
-        finally:
-            if lock is not None:
-                lock.release()
+
+def exit_status(command: Callable[[], int]) -> int:
+    """Run `command`; what stops it for a reason of the operator's is a line or two on stderr and
+    an exit status: 3 for a start-up failure or a directory in use, 2 for a configuration error."""
+    try:
+        return command()
     except (InUse, StartupFailed) as exc:  # what to do is in the message, a line or two
         for line in exc.message.splitlines():
             print(f"taskyard: {line}", file=sys.stderr)
@@ -145,7 +142,53 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+
+
+def _serve_or_work(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=log_level(os.environ),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if args.command == "worker":
+        # asyncio's own loop: it spawns commands with vfork, uvloop (libuv) with a full fork
+        # of the worker, 3 ms apiece, which for short tasks outweighs uvloop's faster I/O.
+        return asyncio.run(worker_cli.run_worker(worker_cli.worker_config(args, os.environ)))
+    values = options.resolve(args, os.environ)
+    lock = options.lock_data_dir(args.command, values)
+    try:
+        config = options.server_config(values, os.environ)
+        from taskyard.cli.serve import serve
+
+        if config.processes > 1:
+            return _serve_processes(config)
+        local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
+        run(serve(config, banner=banner(config, local_worker), worker=local_worker, lock=lock))
+    finally:
+        if lock is not None:
+            lock.release()
     return 0
+
+
+def _serve_processes(config: ServerConfig) -> int:
+    """`serve --processes N`: bind and migrate once, then fork the API processes."""
+    from taskyard.cli.processes import serve_processes
+    from taskyard.cli.serve import bind, migrate, serve
+
+    listening = bind(config.host, config.port)
+    try:
+        run(migrate(config))
+
+        def child(index: int) -> int:
+            for handler in logging.getLogger().handlers:
+                handler.setFormatter(
+                    logging.Formatter(f"%(asctime)s %(levelname)s [api {index}] %(name)s: %(message)s")
+                )
+            shown = banner(config) if index == 0 else None
+            return exit_status(lambda: run(serve(config, banner=shown, listening=listening)) or 0)
+
+        return serve_processes(config.processes, child)
+    finally:
+        listening.close()
 
 
 if __name__ == "__main__":

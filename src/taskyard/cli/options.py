@@ -15,6 +15,7 @@ from taskyard.lockfile import Lock, acquire
 from taskyard.model.errors import ConfigError
 
 DATA_DIR_LOCK = "taskyard.lock"
+MAX_PROCESSES = 64
 
 
 def env_name(dest: str) -> str:
@@ -194,6 +195,15 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError(
             "event-retention", values["event_retention"], "must be above 0 and at most 604800 (7 days)"
         )
+    processes = values.get("processes", 1)
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ConfigError("processes", processes, f"must be between 1 and {MAX_PROCESSES}")
+    if processes > 1 and not str(values["db"]).startswith(("postgresql://", "postgres://")):
+        raise ConfigError(
+            "processes",
+            processes,
+            "above 1 needs PostgreSQL (--db postgresql://...): a SQLite database is served by one process",
+        )
     if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
         raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
@@ -218,6 +228,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         event_profiles=parse_profiles(values["event_profiles"]),
         event_retention=values["event_retention"],
         bench_skip_auth=bench_skip_auth(values["host"], environ),
+        processes=processes,
     )
 
 

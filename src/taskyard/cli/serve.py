@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import errno
 import logging
-import signal
 import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -25,6 +24,7 @@ from taskyard.api.app import Services, build_app
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
+from taskyard.cli.processes import die_with_parent
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.events import log as event_log
@@ -160,6 +160,28 @@ def database_problem(exc: BaseException, db_url: str) -> str | None:
     return None
 
 
+def start_up_failure(exc: Exception, db_url: str) -> StartupFailed | SystemExit:
+    """What to raise when opening the deployment failed with `exc`: the operator's problem in a
+    line or two, or (for anything unforeseen) the traceback logged and the start-up status."""
+    message = database_problem(exc, db_url)
+    if message is None:
+        log.error("start-up failed", exc_info=exc)
+        return SystemExit(STARTUP_FAILURE)
+    log.debug("start-up failed", exc_info=exc)
+    return StartupFailed(message)
+
+
+async def migrate(config: ServerConfig) -> None:
+    """Open the database (which brings its schema up to date) and close it again."""
+    try:
+        storage = await open_storage(config.db_url)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        raise start_up_failure(exc, config.db_url) from None
+    await storage.close()
+
+
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:
     for task in tasks:
         task.cancel()
@@ -174,23 +196,21 @@ async def serve(
     banner: str | None = None,
     worker: WorkerConfig | None = None,
     lock: Lock | None = None,
+    listening: socket.socket | None = None,
 ) -> None:
     """Serve the API until interrupted; with `worker`, run that worker as a child process, which
-    shares `lock` (the data directory's) so that it stays held until the worker is gone too."""
-    listening = bind(config.host, config.port)  # before the database: a taken port is found at once
+    shares `lock` (the data directory's) so that it stays held until the worker is gone too.
+    `listening` is a socket bound already (shared by the processes of `--processes`)."""
     async with contextlib.AsyncExitStack() as stack:
-        stack.callback(listening.close)
+        if listening is None:
+            listening = bind(config.host, config.port)  # before the database: a taken port is found at once
+            stack.callback(listening.close)
         try:
             deployment = await stack.enter_async_context(running(config))
         except ConfigError:
             raise
         except Exception as exc:
-            message = database_problem(exc, config.db_url)
-            if message is None:
-                log.exception("start-up failed")
-                raise SystemExit(STARTUP_FAILURE) from None
-            log.debug("start-up failed", exc_info=True)
-            raise StartupFailed(message) from None
+            raise start_up_failure(exc, config.db_url) from None
         local_worker = None if worker is None else _LocalWorker(worker, lock)
         server = _Server(
             uvicorn.Config(
@@ -251,7 +271,7 @@ class _LocalWorker:
             *command,
             env=env,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
             pass_fds=() if self._lock is None else (self._lock.fileno(),),
         )
         try:
@@ -315,12 +335,3 @@ class _Server(uvicorn.Server):
         self._feed.end_streams()
         await super().shutdown(sockets)
         await self._close_deployment()
-
-
-def _die_with_parent() -> None:
-    """In the child: ask Linux for SIGTERM when the parent dies, even by SIGKILL (else nothing)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)

@@ -26,6 +26,7 @@ from taskyard.storage.port import Row, Session, Storage, Tx
 
 log = logging.getLogger(__name__)
 CHANNEL = "events_published"  # notified once per relay batch, in every process
+PRUNER = "event-log-pruner"  # the job's name: one process of a deployment runs it (`Storage.lead`)
 PRUNE_BATCH = 5000
 DEFAULT_RETENTION_SECONDS = 600.0
 Clock = Callable[[], int]
@@ -90,12 +91,14 @@ async def prune_once(storage: Storage, before: int, batch: int = PRUNE_BATCH) ->
 async def prune_forever(
     storage: Storage, retention_seconds: float, *, interval: float = 10.0, clock: Clock = dates.now_ms
 ) -> None:
-    """Every `interval` seconds, delete the events published more than `retention_seconds` ago."""
+    """Every `interval` seconds, delete the events published more than `retention_seconds` ago, while
+    this process leads the job (in every process it would only delete the same rows N times)."""
     while True:
         try:
-            before = clock() - int(retention_seconds * 1000)
-            while await prune_once(storage, before) >= PRUNE_BATCH:
-                pass
+            if await storage.lead(PRUNER):
+                before = clock() - int(retention_seconds * 1000)
+                while await prune_once(storage, before) >= PRUNE_BATCH:
+                    pass
         except Exception:  # a database outage: try again next time
             log.warning("pruning the event log failed; trying again in %g s", interval, exc_info=True)
         await asyncio.sleep(interval)

@@ -219,13 +219,20 @@ async def sweep_expired(q: Queue) -> int:
 
 
 async def run_forever(
-    name: str, work: Callable[[], Awaitable[int]], interval: float, wake: asyncio.Event | None = None
+    name: str,
+    work: Callable[[], Awaitable[int]],
+    interval: float,
+    wake: asyncio.Event | None = None,
+    *,
+    lead: Callable[[str], Awaitable[bool]] | None = None,
 ) -> None:
-    """Run `work` until cancelled: again at once while it finds work, else after `interval` or a wake-up."""
+    """Run `work` until cancelled: again at once while it finds work, else after `interval` or a
+    wake-up. With `lead`, only while `lead(name)` says this process is the one that runs it."""
     while True:
         try:
-            while await work() > 0:
-                pass
+            if lead is None or await lead(name):
+                while await work() > 0:
+                    pass
         except Exception:
             log.exception("%s failed; retrying in %.1fs", name, interval)
         if wake is None:
@@ -237,12 +244,19 @@ async def run_forever(
 
 
 def start_all(q: Queue) -> list[asyncio.Task[None]]:
-    """Start every resolver as a background task of the running loop."""
-    interval = q.config.resolver_interval
-    specs: list[tuple[str, Callable[[], Awaitable[int]], float, asyncio.Event | None]] = [
-        (CLAIM_RESOLVER, lambda: resolve_expired_claims(q), interval, None),
-        (DEADLINE_RESOLVER, lambda: resolve_deadlines(q), interval, None),
-        (DEPENDENCY_RESOLVER, lambda: resolve_dependencies(q), interval, q.resolutions_committed),
-        (EXPIRY_SWEEPER, lambda: sweep_expired(q), q.config.expiry_interval, None),
+    """Start every resolver as a background task of the running loop.
+
+    The sweeps run in one process at a time across a deployment (`Storage.lead`): in every
+    process they would only read the same rows N times over. The dependency resolver runs in
+    every process, woken by its own commits so that dependents are scheduled at once; each
+    resolution is taken by exactly one of them (`FOR UPDATE SKIP LOCKED`).
+    """
+    interval, lead = q.config.resolver_interval, q.storage.lead
+    loops = [
+        run_forever(CLAIM_RESOLVER, lambda: resolve_expired_claims(q), interval, lead=lead),
+        run_forever(DEADLINE_RESOLVER, lambda: resolve_deadlines(q), interval, lead=lead),
+        run_forever(DEPENDENCY_RESOLVER, lambda: resolve_dependencies(q), interval, q.resolutions_committed),
+        run_forever(EXPIRY_SWEEPER, lambda: sweep_expired(q), q.config.expiry_interval, lead=lead),
     ]
-    return [asyncio.create_task(run_forever(*spec), name=spec[0]) for spec in specs]
+    names = (CLAIM_RESOLVER, DEADLINE_RESOLVER, DEPENDENCY_RESOLVER, EXPIRY_SWEEPER)
+    return [asyncio.create_task(loop, name=name) for loop, name in zip(loops, names, strict=True)]

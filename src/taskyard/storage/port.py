@@ -93,6 +93,11 @@ class Storage(Protocol):
         """Call `listener(payload)` for every notification on `channel`, from any process, and
         `listener(None)` when some may have been missed."""
 
+    async def lead(self, job: str) -> bool:
+        """True while this process is the one, of every process on this database, that runs
+        `job`: the first to ask becomes it and stays it until it closes or its connection is
+        lost, when another takes over on its next ask."""
+
     async def close(self) -> None:
         """Release connections."""
 

@@ -16,6 +16,12 @@ connection is gone from the driver or, should the driver not notice (a silent ne
 probe every `listener_probe_seconds`; it reconnects with backoff whatever the errors on the way,
 logs one line when the connection is lost and one when it is back, and then calls every listener
 with None, so wake-ups that were missed meanwhile are looked for again.
+
+Leadership (`lead`): a job that one process at a time should run takes a session advisory lock
+on a connection of its own. PostgreSQL releases it when that connection ends, however the
+process ended, and the next process to ask takes it over. Leading is an economy, not what makes
+the jobs safe: they settle their races in the database, so two leaders for a moment (a
+connection that died without the driver noticing yet) do no harm.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import logging
 import os
 import random
 import time
+import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
@@ -50,6 +57,7 @@ _WORDS = {
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
 _MIGRATION_LOCK = 0x7A5C_0001
+_LEAD_LOCKS = 0x7A5D_0000  # and the 65,535 keys after it: one per job, see `lead`
 CONNECT_TIMEOUT = 10.0
 
 # SQLSTATEs of a transaction the server rolled back, which may succeed if run again.
@@ -153,6 +161,9 @@ class PostgresStorage:
         self._listen_lock = asyncio.Lock()  # one operation at a time on the notification connection
         self._listener_lost = asyncio.Event()
         self._keeper: asyncio.Task[None] | None = None
+        self._lead_conn: asyncpg.Connection | None = None  # holds the locks of the jobs this process leads
+        self._lead_lock = asyncio.Lock()
+        self._led: set[str] = set()
         # Notifications carry this token so a process can skip its own (it delivered them already).
         self._token = f"{os.getpid()}-{id(self):x}"
 
@@ -386,8 +397,36 @@ class PostgresStorage:
         if token != self._token:
             self._dispatch(channel, body)
 
+    async def lead(self, job: str) -> bool:
+        async with self._lead_lock:
+            conn = self._lead_conn
+            if conn is not None and conn.is_closed():
+                if self._led:
+                    log.warning(
+                        "no longer leading %s: its database connection was lost", ", ".join(self._led)
+                    )
+                conn, self._lead_conn, self._led = None, None, set()
+            if job in self._led:
+                return True
+            if self._pool is None:
+                return False
+            with wrap_db_errors():
+                if conn is None:
+                    conn = self._lead_conn = await asyncpg.connect(self._dsn, timeout=10)
+                took = await conn.fetchval("SELECT pg_try_advisory_lock($1)", _lead_key(job), timeout=10)
+            if took:
+                self._led.add(job)
+                log.info("this process now leads %s", job)
+            return bool(took)
+
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        lead_conn, self._lead_conn, self._led = self._lead_conn, None, set()
+        if lead_conn is not None:
+            try:
+                await asyncio.wait_for(lead_conn.close(), timeout=5)
+            except Exception:  # already broken: just drop it
+                lead_conn.terminate()
         keeper, self._keeper = self._keeper, None
         if keeper is not None:
             keeper.cancel()
@@ -402,6 +441,11 @@ class PostgresStorage:
                 conn.terminate()
         if pool is not None:
             await asyncio.wait_for(pool.close(), timeout=10)
+
+
+def _lead_key(job: str) -> int:
+    """The advisory lock of `job`: in the taskyard range of keys, stable across processes."""
+    return _LEAD_LOCKS + zlib.crc32(job.encode()) % 0x1_0000
 
 
 async def _roll_back(conn: Any) -> None:

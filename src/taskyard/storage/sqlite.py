@@ -197,6 +197,9 @@ class SQLiteStorage:
     async def listen(self, channel: str, listener: Listener) -> None:
         self._listeners.setdefault(channel, []).append(listener)
 
+    async def lead(self, job: str) -> bool:
+        return True  # a SQLite database has one process (the data directory's lock)
+
     async def close(self) -> None:
         for conn in (self._reader, self._writer):
             if conn is not None:
