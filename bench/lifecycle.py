@@ -13,6 +13,10 @@ of temporary credentials). Three measurements:
                    claimWork response, and from the createTask request being sent.
 3. claim cost      p50 of claimWork(tasks=1) with 1,000 pending tasks, then with 100,000 (the bulk is
                    copied in SQL from a task created over HTTP), and their ratio.
+4. poll protocol   with --protocol poll, beside claimWork in the same run: K workers loop
+                   pollTaskUrls' queues (Get Messages, numofmessages=1) -> claimTask quoting the
+                   message -> Delete Message -> reportCompleted; and the delay from createTask's
+                   response until a polling worker (1 s sleep after an empty round) has the message.
 
 Timings are printed, never asserted. See bench/README.md. Run: .venv/bin/python bench/lifecycle.py
 """
@@ -25,6 +29,8 @@ import base64
 import contextlib
 import json
 import os
+import random
+import re
 import secrets
 import shlex
 import shutil
@@ -42,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 # httpcore tries `import sniffio` on every request; without sniffio installed each failed import
 # searches sys.path again (~0.15 ms of bench CPU per request). Recording it as absent makes it instant.
@@ -167,6 +174,19 @@ class Session:
     async def send(self, method: str, url: str, payload: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         response = await self.client.request(method, url, content=payload, headers=headers)
         return response.status_code, response.content
+
+    async def unsigned(self, kind: str, method: str, url: str) -> tuple[int, bytes]:
+        """A request to a signed URL (the poll queues'): no Hawk; timed under `kind`."""
+        sent = now()
+        status, content = await self.send(method, url, b"", {})
+        api = self.api
+        if api.latencies is not None:
+            api.latencies.setdefault(kind, []).append(now() - sent)
+        if status >= 300:
+            api.errors[f"{method} {kind} -> {status}"] += 1
+            if len(api.error_samples) < 5:
+                api.error_samples.append(f"{kind}: {content[:300].decode(errors='replace')}")
+        return status, content
 
     def record(self, method: str, path: str, status: int, data: Any, content: bytes, took: float) -> None:
         api = self.api
@@ -916,7 +936,174 @@ async def scratch_database(name: str) -> Any:
             print(f"  could not drop scratch database {db_name}: {exc}")
 
 
-PHASES = (("throughput", phase_throughput), ("dispatch", phase_dispatch), ("claim", phase_claim_cost))
+# --------------------------------------------------------------------------- 4. the poll protocol
+
+MESSAGE = re.compile(
+    rb"<MessageId>(.*?)</MessageId>.*?<PopReceipt>(.*?)</PopReceipt>.*?<MessageText>(.*?)</MessageText>", re.S
+)
+Message = tuple[str, str, dict[str, Any]]  # messageId, pop receipt, decoded text
+
+
+async def poll_queues(session: Session, root: Creds, task_queue_id: str) -> list[dict[str, str]]:
+    status, reply = await session.call("GET", f"/poll-task-url/{task_queue_id}", None, root)
+    if status != 200:
+        raise RuntimeError(f"pollTaskUrls answered {status}: {reply}")
+    return list(reply["queues"])
+
+
+async def poll_round(
+    session: Session, queues: list[dict[str, str]], count: int
+) -> tuple[dict[str, str] | None, list[Message]]:
+    """One round as seed 001 says: the queues in order, up to the first that holds messages."""
+    for entry in queues:
+        _, content = await session.unsigned("poll", "GET", f"{entry['signedPollUrl']}&numofmessages={count}")
+        found = MESSAGE.findall(content)
+        if found:
+            decoded = [(m.decode(), r.decode(), orjson.loads(base64.b64decode(t))) for m, r, t in found]
+            return entry, decoded
+    return None, []
+
+
+async def claim_message(
+    session: Session, root: Creds, entry: dict[str, str], message: Message, worker_id: str
+) -> dict[str, Any] | None:
+    """claimTask quoting the message, then delete the message (after a claim or a 4xx)."""
+    message_id, receipt, text = message
+    body = {
+        "workerGroup": "bench",
+        "workerId": worker_id,
+        "messageId": message_id,
+        "receipt": receipt,
+        "signature": text["signature"],
+    }
+    status, claim = await session.call(
+        "POST", f"/task/{text['taskId']}/runs/{text['runId']}/claim", body, root
+    )
+    url = entry["signedDeleteUrl"].replace("{{messageId}}", message_id)
+    await session.unsigned("delete", "DELETE", url.replace("{{popReceipt}}", quote(receipt, safe="")))
+    return claim if status == 200 else None
+
+
+async def phase_poll_throughput(
+    api: Api, root: Creds, server: Server, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Throughput through pollTaskUrls, Get Messages, claimTask, Delete Message and reportCompleted."""
+    n, k = args.tasks, args.workers
+    print(f"  poll throughput: {k} poll workers (numofmessages=1, 50 ms after an empty round); {n} tasks")
+    task_queue_id = new_queue("poll")
+    definition = task_definition(task_queue_id, slugid())
+    completed, last_completion, target = 0, 0.0, n
+    done = asyncio.Event()
+
+    async def worker(i: int) -> None:
+        nonlocal completed, last_completion
+        session = api.session()
+        queues = await poll_queues(session, root, task_queue_id)
+        while not done.is_set():
+            entry, messages = await poll_round(session, queues, 1)
+            if entry is None:
+                await asyncio.sleep(0.05)
+                continue
+            for message in messages:
+                claim = await claim_message(session, root, entry, message, f"poll-{i}")
+                if claim and await complete_claim(session, claim) and not done.is_set():
+                    completed += 1
+                    last_completion = now()
+                    if completed >= target:
+                        done.set()
+
+    workers = [asyncio.create_task(worker(i)) for i in range(k)]
+    await asyncio.sleep(0.3)
+    before = cpu_snapshot(server)
+    api.latencies = {}
+    created, first, _ = await create_many(api, root, definition, n, args.create_inflight)
+    target = len(created)
+    if completed >= target:
+        done.set()
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(done.wait(), args.phase_timeout)
+    after = cpu_snapshot(server)
+    latencies, api.latencies = api.latencies, None
+    done.set()
+    await asyncio.gather(*workers, return_exceptions=True)
+    wall = (last_completion or now()) - first
+    rate = completed / wall if wall > 0 else 0.0
+    per_server = 10 * cpu_usage(before, after)["server"] * (after.at - before.at) / max(completed, 1)
+    print(f"    {completed}/{len(created)} tasks completed in {wall:.2f} s: {rate:.0f} lifecycles/s")
+    print(f"    server CPU ms per lifecycle: {per_server:.2f}")
+    print(
+        "    client-side latency, p50/p99 ms: "
+        + ", ".join(
+            f"{kind} {ms(percentile(v, 50)):.1f}/{ms(percentile(v, 99)):.1f} (n={len(v)})"
+            for kind, v in sorted(latencies.items())
+        )
+    )
+    return {"lifecycles_per_s": rate, "completed": completed, "server_cpu_ms": per_server}
+
+
+async def phase_poll_dispatch(
+    api: Api, root: Creds, server: Server, args: argparse.Namespace
+) -> dict[str, Any]:
+    """Delay from createTask's response until a polling worker (1 s sleep after an empty round, as
+    seed 001 says) has the message."""
+    w, samples = args.dispatch_workers, args.poll_samples
+    print(f"  poll dispatch: {w} poll workers, 1 s after an empty round; {samples} tasks one at a time")
+    task_queue_id = new_queue("polldispatch")
+    definition = task_definition(task_queue_id, slugid())
+    expected: dict[str, asyncio.Future[float]] = {}
+    stop = False
+
+    async def worker(i: int) -> None:
+        session = api.session()
+        queues = await poll_queues(session, root, task_queue_id)
+        await asyncio.sleep(random.uniform(0, 1.0))  # workers that started at different times
+        while not stop:
+            entry, messages = await poll_round(session, queues, 1)
+            arrived = now()
+            if entry is None:
+                await asyncio.sleep(1.0)
+                continue
+            for message in messages:
+                waiting = expected.get(message[2]["taskId"])
+                if waiting is not None and not waiting.done():
+                    waiting.set_result(arrived)
+                claim = await claim_message(session, root, entry, message, f"polldispatch-{i}")
+                if claim:
+                    await complete_claim(session, claim)
+
+    workers = [asyncio.create_task(worker(i)) for i in range(w)]
+    await asyncio.sleep(1.5)
+    loop = asyncio.get_running_loop()
+    delays: list[float] = []
+    creator = api.session()
+    for _ in range(samples):
+        task_id = slugid()
+        expected[task_id] = loop.create_future()
+        status, _ = await creator.call("PUT", f"/task/{task_id}", definition, root)
+        committed = now()
+        if status != 200:
+            continue
+        with contextlib.suppress(TimeoutError):
+            delays.append(await asyncio.wait_for(expected[task_id], 30) - committed)
+        await asyncio.sleep(random.uniform(0, 0.2))  # not in step with the workers' sleeps
+    stop = True
+    await asyncio.gather(*workers, return_exceptions=True)
+    result = {"p50": ms(percentile(delays, 50)), "p99": ms(percentile(delays, 99)), "samples": len(delays)}
+    print(
+        f"    createTask's response -> message received: p50 {result['p50']:.0f} ms,"
+        f" p99 {result['p99']:.0f} ms"
+    )
+    return result
+
+
+PHASES = (
+    ("throughput", phase_throughput),
+    ("poll", phase_poll_throughput),
+    ("poll-dispatch", phase_poll_dispatch),
+    ("dispatch", phase_dispatch),
+    ("claim", phase_claim_cost),
+)
+POLL_PHASES = ("poll", "poll-dispatch")
 
 
 async def run_phases(
@@ -927,6 +1114,8 @@ async def run_phases(
     results: dict[str, Any] = {}
     for phase, run in PHASES:
         if phase in args.skip or (only and phase not in only):
+            continue
+        if phase in POLL_PHASES and args.protocol != "poll":
             continue
         try:
             results[phase] = await run(api, root, server, args)
@@ -1059,6 +1248,26 @@ def print_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Na
             "",
         ),
         (
+            f"lifecycles/s via poll ({args.workers} workers)",
+            lambda b: fmt(get(b, "poll", "lifecycles_per_s"), ".0f"),
+            "",
+        ),
+        (
+            "  poll / claimWork lifecycles/s",
+            lambda b: fmt(
+                (get(b, "poll", "lifecycles_per_s") or 0) / get(b, "throughput", "lifecycles_per_s")
+                if get(b, "poll", "lifecycles_per_s") and get(b, "throughput", "lifecycles_per_s")
+                else None,
+                ".2f",
+            ),
+            ">= 0.5",
+        ),
+        (
+            "poll: createTask -> message p50, ms",
+            lambda b: fmt(get(b, "poll-dispatch", "p50"), ".0f"),
+            "",
+        ),
+        (
             "dispatch p50 from commit, ms",
             lambda b: fmt(get(b, "dispatch", "commit_p50"), ".2f"),
             TARGETS["dispatch_commit_p50"],
@@ -1127,8 +1336,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--processes 2' (--processes applies to PostgreSQL only)",
     )
     p.add_argument(
-        "--skip", default="", help="comma-separated phases to skip: throughput,auth,dispatch,claim"
+        "--skip",
+        default="",
+        help="comma-separated phases to skip: throughput,auth,poll,poll-dispatch,dispatch,claim",
     )
+    p.add_argument(
+        "--protocol",
+        choices=("claim-work", "poll"),
+        default="claim-work",
+        help="poll: also measure the poll protocol (pollTaskUrls, Get Messages, claimTask, Delete "
+        "Message, reportCompleted) beside claimWork in the same run, and createTask -> message p50",
+    )
+    p.add_argument("--poll-samples", type=int, default=None, help="poll dispatch: samples (default 60)")
     p.add_argument("--phase-timeout", type=float, default=240, help="seconds before a phase gives up")
     p.add_argument("--profile", type=Path, default=None, help="record the server with py-spy into this dir")
     p.add_argument("--keep", action="store_true", help="keep the temporary data directories (server logs)")
@@ -1137,6 +1356,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.tasks = args.tasks or (400 if quick else 2000)
     args.dispatch_samples = args.dispatch_samples or (100 if quick else 300)
     args.claim_samples = args.claim_samples or (100 if quick else 200)
+    args.poll_samples = args.poll_samples or (30 if quick else 60)
     args.backlog = args.backlog or (10_000 if quick else 100_000)
     args.skip = {s for s in args.skip.split(",") if s}
     if args.small_backlog < args.claim_samples + 20:

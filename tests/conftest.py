@@ -35,6 +35,7 @@ from taskyard.events.profiles import TC_PREFIX
 from taskyard.model import dates
 from taskyard.model.messages import EXCHANGES, Message
 from taskyard.queue.livelogs import StreamUrls
+from taskyard.queue.poll import PollKeys
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
@@ -250,6 +251,7 @@ QUEUE_ISSUER = (static.QUEUE_CLIENT_ID, static.derived_token(ROOT_TOKEN, static.
 def new_queue(storage: Storage, clock: FakeClock, **parts: Any) -> Queue:
     """A queue on `storage` with the tests' settings; `parts` are more of Queue's arguments."""
     config = QueueConfig(claim_timeout=60, claim_work_timeout=0.5, resolver_interval=0.05)
+    parts.setdefault("poll_keys", PollKeys("http://testserver", SECRET_KEY))
     return Queue(storage, config, clock=clock, credentials_issuer=QUEUE_ISSUER, **parts)
 
 

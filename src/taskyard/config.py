@@ -84,6 +84,9 @@ class WorkerConfig:
     status_interval: float = 2.0
     # How often new log lines are sent to the server for the live log.
     live_log_interval: float = 1.0
+    # How it finds work: "claim-work" (claimWork's long poll) or "poll" (pollTaskUrls, the Azure-queue
+    # messages and claimTask, as seed 001 describes).
+    protocol: str = "claim-work"
     # amqp://... to hear of its runs' cancellations from RabbitMQ (the status check then slows to a
     # safety net); empty: the status check alone.
     events: str = field(default="", repr=False)

@@ -3,6 +3,7 @@ and concurrent claims never hand one task to two workers (docs/architecture.md, 
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 from dataclasses import replace
@@ -128,3 +129,32 @@ def test_servers_on_postgresql_may_share_a_data_directory(db_url: str, tmp_path:
             second.stop()
     finally:
         first.stop()
+
+
+def test_a_poll_queue_one_process_found_empty_shows_a_message_put_through_the_other(
+    two_servers: tuple[Server, Server],
+) -> None:
+    import requests
+
+    from tests.e2e.helpers import signed, wait_for
+
+    first, second = two_servers
+    tq = task_queue_id("two-processes-poll")
+    urls = signed("GET", f"{second.api}/poll-task-url/{tq}", None, second.credentials).json()
+    poll = urls["queues"][-1]["signedPollUrl"]
+    assert "<QueueMessage>" not in requests.get(poll, timeout=30).text  # B now knows it empty
+    task_id = create(first.client(), tq)
+
+    def found() -> str | None:
+        text = requests.get(poll + "&peekonly=true", timeout=30).text  # peeks ask the database
+        return text if "<QueueMessage>" in text else None
+
+    wait_for(found, what="the message in the database")
+
+    def received() -> str | None:
+        text = requests.get(poll, timeout=30).text
+        return text if "<QueueMessage>" in text else None
+
+    # Without hearing A's commit (LISTEN/NOTIFY), B would answer from memory that the queue is empty.
+    text = wait_for(received, what="B to see the message")
+    assert task_id in base64.b64decode(text.split("<MessageText>")[1].split("<")[0]).decode()

@@ -22,3 +22,25 @@ async def test_notify_none_wakes_every_follower() -> None:
     with followers.watch("t/0") as one, followers.watch("u/1") as other:
         followers.notify(None)
         assert one.is_set() and other.is_set()
+
+
+def test_empty_poll_queues() -> None:
+    from taskyard.queue.signals import EmptyPollQueues
+
+    empty = EmptyPollQueues()
+    before = empty.snapshot()
+    empty.mark_empty("a", before, 100)
+    assert empty.is_empty("a", 99) and not empty.is_empty("a", 100)
+    empty.heard("a")
+    assert not empty.is_empty("a", 0)
+    racing = empty.snapshot()
+    empty.heard("b")  # a message on b committed while b was being queried
+    empty.mark_empty("b", racing, 100)
+    assert not empty.is_empty("b", 0)
+    empty.mark_empty("a", racing, 100)  # a heard nothing since: marked
+    assert empty.is_empty("a", 0)
+    lost = empty.snapshot()
+    empty.heard(None)
+    assert not empty.is_empty("a", 0)
+    empty.mark_empty("c", lost, 100)  # queried before notifications were lost: not trusted
+    assert not empty.is_empty("c", 0)

@@ -20,7 +20,17 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, events_v1, index, livelog_v1, queue_v1
+from taskyard.api import (
+    artifacts_v1,
+    auth_v1,
+    authz,
+    azure_queue,
+    blobs,
+    events_v1,
+    index,
+    livelog_v1,
+    queue_v1,
+)
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
@@ -229,7 +239,10 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
-    """The router's 404 and 405: no route takes this path with this method."""
+    """The router's 404 and 405: no route takes this path with this method. Under the poll
+    protocol's Azure-queue prefix, in Azure's words."""
+    if request.url.path.startswith(azure_queue.PREFIX):
+        return azure_queue.unmatched(request)
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
@@ -273,7 +286,9 @@ def routes_for(
 
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
-    routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
+    routes = (
+        blobs.routes(services.queue) + livelog_v1.routes(services.queue) + azure_queue.routes(services.queue)
+    )
     tables = {
         "queue": queue_v1.ROUTES + artifacts_v1.ROUTES,
         "auth": auth_v1.ROUTES,

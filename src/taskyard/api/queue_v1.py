@@ -16,7 +16,7 @@ from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.scopes import Template
 from taskyard.model.status import ExceptionReason, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
-from taskyard.queue import claims, groups, inspect, tasks, workers
+from taskyard.queue import claims, groups, inspect, poll, tasks, workers
 from taskyard.queue.service import Queue, definition_of
 
 TASK_IDS = schema.obj(
@@ -40,7 +40,14 @@ CLAIM_WORK = schema.obj(
     additional=False,
 )
 CLAIM_TASK = schema.obj(
-    {"workerGroup": schema.string(pattern=IDENT), "workerId": schema.string(pattern=IDENT)},
+    {
+        "workerGroup": schema.string(pattern=IDENT),
+        "workerId": schema.string(pattern=IDENT),
+        # The poll protocol's proof of the message the claim comes from (docs/poll.md).
+        "messageId": schema.string(min_length=1, max_length=128),
+        "receipt": schema.string(min_length=1, max_length=256),
+        "signature": schema.string(min_length=1, max_length=256),
+    },
     required=["workerGroup", "workerId"],
     additional=True,
 )
@@ -51,6 +58,12 @@ class WorkerRequest(TypedDict):
 
     workerGroup: str
     workerId: str
+
+
+class ClaimTaskRequest(WorkerRequest):
+    messageId: NotRequired[str]
+    receipt: NotRequired[str]
+    signature: NotRequired[str]
 
 
 class ClaimWorkRequest(WorkerRequest):
@@ -181,8 +194,15 @@ async def claim_work(call: Call) -> claims.ClaimWorkAnswer:
 
 
 async def claim_task(call: Call) -> claims.Claim | claims.NoClaim:
-    task_id, worker = call.params["taskId"], _worker(call)
-    return await claims.claim_task(_q(call), task_id, run_id(call), worker, guard=call.authorize)
+    task_id, worker, body = call.params["taskId"], _worker(call), call.body_as(ClaimTaskRequest)
+    message = poll.MessageProof(body.get("messageId"), body.get("receipt"), body.get("signature"))
+    return await claims.claim_task(
+        _q(call), task_id, run_id(call), worker, guard=call.authorize, message=message
+    )
+
+
+async def poll_task_urls(call: Call) -> poll.PollTaskUrls:
+    return await poll.poll_task_urls(_q(call), call.params["provisionerId"], call.params["workerType"])
 
 
 async def reclaim_task(call: Call) -> claims.Reclaimed:
@@ -470,6 +490,19 @@ ROUTES = [
         "deprecated",
         scope_body=("workerGroup", "workerId"),
         loads=("provisionerId", "workerType"),
+    ),
+    Route(
+        "GET",
+        "/poll-task-url/{provisionerId}/{workerType}",
+        "pollTaskUrls",
+        poll_task_urls,
+        {
+            "AnyOf": [
+                "queue:poll-task-urls:<provisionerId>/<workerType>",
+                {"AllOf": ["queue:poll-task-urls", "assume:worker-type:<provisionerId>/<workerType>"]},
+            ]
+        },
+        stability="deprecated",
     ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
     Route(

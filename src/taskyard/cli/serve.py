@@ -34,7 +34,7 @@ from taskyard.events.outbox import OutboxRelay
 from taskyard.events.profiles import Profiles
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
-from taskyard.queue import livelogs, resolvers
+from taskyard.queue import livelogs, poll, resolvers
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
 from taskyard.storage import open_storage
@@ -86,9 +86,12 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             ),
             blobs=blobs,
             live_log_urls=livelogs.StreamUrls(config.root_url, config.secret_key),
+            poll_keys=poll.PollKeys(config.root_url, config.secret_key),
             events_committed=relay.kick,
         )
         await queue.start()
+        if backfilled := await poll.backfill_messages(queue):
+            log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
         if config.bench_skip_auth:
             log.warning(
                 "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"

@@ -20,6 +20,7 @@ from taskyard.model.errors import ConfigError
 
 _TASK_QUEUE_ID = re.compile(identifiers.TASK_QUEUE_ID)
 _IDENT = re.compile(identifiers.IDENT)
+PROTOCOLS = ("claim-work", "poll")
 
 
 def default_worker_id() -> str:
@@ -43,6 +44,13 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     admin.add_connection_options(worker)
     add_worker_options(worker, capacity=1)
+    add(
+        worker,
+        "--protocol",
+        "how to find work: claim-work (claimWork's long poll) or poll (pollTaskUrls and the "
+        "Azure-queue messages, claimed with claimTask)",
+        "claim-work",
+    )
     add(worker, "--worker-group", "the worker group this worker reports", "local")
     add(worker, "--worker-id", "this worker's id (default: the host name)", default_worker_id())
     add(worker, "--work-dir", "where task directories and logs live while tasks run", "./work")
@@ -83,6 +91,8 @@ def check(values: Mapping[str, Any]) -> None:
     for key in ("worker_group", "worker_id"):
         if key in values and not _IDENT.fullmatch(values[key]):
             raise ConfigError(f"--{key.replace('_', '-')}", values[key], "must be 1-38 of a-z A-Z 0-9 - _")
+    if values.get("protocol", "claim-work") not in PROTOCOLS:
+        raise ConfigError("--protocol", values["protocol"], f"must be one of: {', '.join(PROTOCOLS)}")
     if not 0 <= values["capacity"] <= 255:
         raise ConfigError("--capacity", str(values["capacity"]), "must be between 0 and 255")
 
@@ -105,6 +115,7 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
         work_dir=values["work_dir"],
         max_run_time_limit=values["max_run_time_limit"],
         status_interval=values["status_interval"],
+        protocol=values["protocol"],
         events=worker_events(values["events"]),
     )
 
@@ -156,6 +167,7 @@ def worker_process(config: WorkerConfig) -> tuple[list[str], dict[str, str]]:
         ("--work-dir", config.work_dir),
         ("--max-run-time-limit", config.max_run_time_limit),
         ("--status-interval", config.status_interval),
+        ("--protocol", config.protocol),
     ):
         command += [flag, str(value)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}

@@ -13,7 +13,7 @@ from taskyard.model.guard import Guard
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import ReasonResolved, ResolvedState, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import TaskDefinition
-from taskyard.queue import service, workers
+from taskyard.queue import poll, service, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
 from taskyard.storage.port import Row, Tx, run_in_transaction
@@ -156,12 +156,19 @@ async def _claim_one_tx(
 
 
 async def claim_task(
-    q: Queue, task_id: str, run_id: int, worker: tuple[str, str], *, guard: Guard
+    q: Queue,
+    task_id: str,
+    run_id: int,
+    worker: tuple[str, str],
+    *,
+    guard: Guard,
+    message: poll.MessageProof = poll.MessageProof(),  # noqa: B008 (frozen, never changed)
 ) -> Claim | NoClaim:
     """Claim one named run (deprecated protocol). The same worker again gets its claim back.
 
     One transaction reads the task (404), lets `guard` check its provisionerId and workerType
-    (403), answers `{}` to a quarantined worker, claims the run and records the worker as seen.
+    (403), answers `{}` to a quarantined worker, checks the poll message the claim quotes, if it
+    quotes one (403: `poll.check_claim_tx`), claims the run and records the worker as seen.
     """
     check_task_id(task_id)
 
@@ -174,6 +181,8 @@ async def claim_task(
         if rec.deadline <= q.clock():
             raise RequestConflict(f"task {task_id} is past its deadline and cannot be claimed")
         _check_run(rec, run_id)
+        if message.given:
+            await poll.check_claim_tx(q, tx, rec, run_id, message)
         taken_until = q.clock() + q.config.claim_timeout * 1000
         change = runs.claim(rec, run_id, worker, q.clock(), taken_until)
         await service.apply_tx(q, tx, change, old_version=rec.version)

@@ -198,7 +198,8 @@ def _schedule_unblocked(q: Queue, rec: TaskRecord) -> Change:
 
 
 async def sweep_expired(q: Queue) -> int:
-    """Delete expired artifacts (and their blobs), live logs, tasks, edges, groups, queues, workers."""
+    """Delete expired artifacts (and their blobs), live logs, tasks, edges, groups, queues, workers,
+    and poll messages past their task's deadline."""
     cutoff = q.clock() - EXPIRY_GRACE_MS
     total = 0
     while swept := await artifacts.sweep_expired(q):
@@ -215,6 +216,7 @@ async def sweep_expired(q: Queue) -> int:
         ):
             total += await tx.execute(name, cutoff)
         total += await tx.execute("expire_pending", q.clock())
+        total += await tx.execute("expire_poll_messages", q.clock())
     return total
 
 

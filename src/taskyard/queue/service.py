@@ -22,7 +22,7 @@ import orjson
 from taskyard.artifacts.port import BlobStore
 from taskyard.config import QueueConfig
 from taskyard.events import outbox
-from taskyard.model import dates, runs, task_definition
+from taskyard.model import azure_queue, dates, runs, task_definition
 from taskyard.model.backoff import SetAside
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.guard import Guard
@@ -32,14 +32,16 @@ from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
-from taskyard.queue.signals import Followers, PendingSignals
+from taskyard.queue.signals import EmptyPollQueues, Followers, PendingSignals
 from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
 
-if TYPE_CHECKING:  # livelogs builds on this module
+if TYPE_CHECKING:  # livelogs and poll build on this module
     from taskyard.queue.livelogs import StreamUrls
+    from taskyard.queue.poll import PollKeys
 
 log = logging.getLogger(__name__)
 PENDING_CHANNEL = "task_pending"
+POLL_CHANNEL = "poll_message"  # payload: a poll queue's name; it may have a visible message now
 LIVE_LOG_CHANNEL = "live_log"  # payload `<taskId>/<runId>`: that run's live log grew or closed
 RACE_RETRIES = 8
 # The background jobs, as logs and metric labels name them.
@@ -65,8 +67,9 @@ class Queue:
     Built whole: `credentials_issuer` signs the temporary credentials handed out with claims
     (clientId, accessToken); `blobs` holds s3-type artifacts' bytes (None: s3 artifacts are
     refused); `live_log_urls` makes and checks live-log stream URLs (None: live logs are
-    refused); `events_committed` is called after every commit that wrote events (the outbox
-    relay's kick).
+    refused); `poll_keys` makes and checks the poll protocol's URLs and message signatures (None:
+    pollTaskUrls and the Azure-queue endpoint are refused; messages are still written);
+    `events_committed` is called after every commit that wrote events (the outbox relay's kick).
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class Queue:
         clock: Clock = dates.now_ms,
         blobs: BlobStore | None = None,
         live_log_urls: StreamUrls | None = None,
+        poll_keys: PollKeys | None = None,
         events_committed: Callable[[], None] = _nothing,
     ) -> None:
         self.storage = storage
@@ -86,20 +90,23 @@ class Queue:
         self.credentials_issuer = credentials_issuer
         self.blobs = blobs
         self.live_log_urls = live_log_urls
+        self.poll_keys = poll_keys
         self.events_committed = events_committed
         self.signals = PendingSignals()
         self.resolutions_committed = asyncio.Event()
         self.seen_writes: dict[str, int] = {}
         self.live_log_followers = Followers()  # who follows which run's live log
+        self.empty_poll_queues = EmptyPollQueues()  # poll queues known empty: no query for them
         # What this process counts about itself, for a metrics endpoint to read.
         self.metrics = Counters()
         # Per background job, the rows it failed on and holds back for a while (see `set_aside`).
         self.set_aside: defaultdict[str, SetAside] = defaultdict(SetAside)
 
     async def start(self) -> None:
-        """Listen for pending-task and live-log notifications from other processes."""
+        """Listen for pending-task, poll-message and live-log notifications from other processes."""
         await self.storage.listen(PENDING_CHANNEL, self.signals.notify)
         await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
+        await self.storage.listen(POLL_CHANNEL, self.empty_poll_queues.heard)
 
 
 def dumps(value: object) -> str:
@@ -182,6 +189,8 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
         await tx.execute("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
         await tx.execute("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
+        if rec.state == "pending":  # the old queue's message is dropped as stale when met
+            await insert_poll_message_tx(tx, rec, len(rec.runs) - 1, q.clock())
     if change.enqueue_run is not None:
         await enqueue_tx(q, tx, rec, change.enqueue_run)
     if change.resolution is not None:
@@ -191,18 +200,37 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
 
 
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
-    """Put a pending run in the claim index and wake a waiting worker once this commits."""
+    """Put a pending run in the claim index and on its poll queue (queue/poll.py), and wake a
+    waiting worker once this commits. The one place where runs become claimable."""
     priority = task_definition.priority_rank(rec.priority)
+    now = q.clock()
     await tx.execute(
         "insert_pending",
         task_id=rec.task_id,
         run_id=run_id,
         task_queue_id=rec.task_queue_id,
         priority=priority,
-        inserted=q.clock(),
+        inserted=now,
         deadline=rec.deadline,
     )
+    await insert_poll_message_tx(tx, rec, run_id, now)
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
+
+
+async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> None:
+    """Put the pending run's message on the poll queue of its task queue and current priority."""
+    rank = task_definition.priority_rank(rec.priority)
+    name = azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
+    await tx.execute(
+        "insert_poll_message",
+        message_id=azure_queue.new_message_id(),
+        queue_name=name,
+        task_id=rec.task_id,
+        run_id=run_id,
+        inserted=now,
+        expires=rec.deadline,
+    )
+    tx.notify(POLL_CHANNEL, name)  # a process that knew the queue empty must look again
 
 
 async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:

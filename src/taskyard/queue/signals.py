@@ -118,3 +118,50 @@ class Followers:
         for events in self._events.values():
             for event in events:
                 event.set()
+
+
+class EmptyPollQueues:
+    """Which poll queues this process knows to be empty, and until when, so that a worker polling
+    the empty queues above its work (seed 001 polls every priority in order) costs no query.
+
+    A queue is marked empty after a query found no visible message in it, until the first of its
+    messages that is invisible now becomes visible again (forever when it has none). Every commit
+    that can make a message visible early (a new message; an Update Message that shortens a
+    visibility) notifies POLL_CHANNEL with the queue's name, in this process and others; hearing
+    it clears the mark. A query that began before a notification for its queue arrived can't set
+    a mark (`snapshot`), so a message committed during the query is never hidden. Notifications
+    possibly lost (`heard(None)`) clear everything.
+    """
+
+    LIMIT = 50_000  # names remembered; past it, everything is forgotten (and marks start afresh)
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+        self._changed: dict[str, int] = {}  # queue name -> the `_heard` count of its last notification
+        self._heard = 0
+        self._reset = 0  # snapshots older than this may have missed a forgotten notification
+
+    def snapshot(self) -> int:
+        """Take before querying a queue; give to `mark_empty` after."""
+        return self._heard
+
+    def is_empty(self, name: str, now: int) -> bool:
+        return self._until.get(name, -1) > now
+
+    def mark_empty(self, name: str, snapshot: int, until: float) -> None:
+        """The query begun at `snapshot` found no visible message in `name` before `until`."""
+        if snapshot >= self._reset and self._changed.get(name, -1) <= snapshot:
+            if len(self._until) >= self.LIMIT:
+                self._until.clear()
+            self._until[name] = until
+
+    def heard(self, name: str | None) -> None:
+        """A notification on POLL_CHANNEL: `name` may have a visible message now (None: any may)."""
+        self._heard += 1
+        if name is None or len(self._changed) >= self.LIMIT:
+            self._until.clear()
+            self._changed.clear()
+            self._reset = self._heard
+        if name is not None:
+            self._until.pop(name, None)
+            self._changed[name] = self._heard

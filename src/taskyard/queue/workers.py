@@ -134,6 +134,14 @@ async def seen(q: Queue, task_queue_id: str, worker: tuple[str, str]) -> None:
     q.seen_writes[key] = now
 
 
+async def task_queue_seen(q: Queue, task_queue_id: str) -> None:
+    """Record that a worker of the task queue asked for work without naming itself (pollTaskUrls)."""
+    if q.clock() - q.seen_writes.get(task_queue_id, 0) < TASK_QUEUE_WRITE_EVERY:
+        return
+    async with q.storage.transaction() as tx:
+        await _task_queue_seen_tx(q, tx, task_queue_id, q.clock())
+
+
 class Quarantined(Exception):
     """The worker is quarantined: it gets no work."""
 

@@ -12,6 +12,7 @@ import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -103,6 +104,35 @@ class QueueClient:
         body = {"tasks": tasks, "workerGroup": worker_group, "workerId": worker_id}
         answer = await self.call("POST", f"/claim-work/{task_queue_id}", creds, body, timeout=CLAIM_TIMEOUT)
         return list(answer["tasks"])
+
+    async def claim_task(
+        self,
+        task_id: str,
+        run_id: int,
+        worker_group: str,
+        worker_id: str,
+        proof: dict[str, str],
+        creds: Credentials,
+    ) -> Any:
+        """claimTask, quoting the poll message the run was found in (`proof`: messageId, receipt,
+        signature)."""
+        body = {"workerGroup": worker_group, "workerId": worker_id, **proof}
+        return await self.call("POST", f"/task/{task_id}/runs/{run_id}/claim", creds, body)
+
+    async def poll_task_urls(self, task_queue_id: str, creds: Credentials) -> Any:
+        """pollTaskUrls, plus `expires_in`: seconds until its URLs expire, by the server's clock."""
+        answer = await self.call("GET", f"/poll-task-url/{task_queue_id}", creds)
+        expires = datetime.fromisoformat(answer["expires"].replace("Z", "+00:00"))
+        answer["expires_in"] = max(0.0, (expires - datetime.now(UTC)).total_seconds())
+        return answer
+
+    async def unsigned(self, method: str, url: str) -> tuple[int, bytes]:
+        """A request to a signed URL (the poll queues'): no Hawk, no retries; Unreachable if no answer."""
+        try:
+            status, _, content = await self._send(method, url, None, {}, CALL_TIMEOUT)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise Unreachable(f"{method} {url.split('?')[0]}: {type(exc).__name__}: {exc}") from None
+        return status, content
 
     async def reclaim(self, task_id: str, run_id: int, creds: Credentials) -> Any:
         return await self.call("POST", f"/task/{task_id}/runs/{run_id}/reclaim", creds, {})

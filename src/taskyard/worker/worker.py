@@ -39,6 +39,7 @@ from taskyard.config import WorkerConfig
 from taskyard.lockfile import acquire
 from taskyard.worker.cancellations import CancellationListener
 from taskyard.worker.client import Credentials, QueueClient
+from taskyard.worker.poll import Poller
 from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,7 @@ class Worker:
         self._exit_code = EXIT_DONE
         self._check_now = asyncio.Event()  # the status check should run at its next tick
         self._recent: OrderedDict[str, Any] = OrderedDict()  # taskId -> status heard on the bus
+        self.poller = Poller(config, self.client, self.creds) if config.protocol == "poll" else None
         self.cancellations: CancellationListener | None = None
         if config.events.startswith(("amqp://", "amqps://")):
             c = config
@@ -128,10 +130,11 @@ class Worker:
     async def _run_owning_work_dir(self) -> int:
         c = self.config
         log.info(
-            "worker %s/%s claiming from %s, capacity %d",
+            "worker %s/%s claiming from %s (%s), capacity %d",
             c.worker_group,
             c.worker_id,
             c.task_queue_id,
+            c.protocol,
             c.capacity,
         )
         watchers = [asyncio.create_task(self._watch_statuses(), name="status-watcher")]
@@ -164,7 +167,8 @@ class Worker:
             except Exception as exc:  # the queue is down or refused: wait, then ask again
                 failures += 1
                 delay = min(MAX_BACKOFF, 0.5 * 2**failures)
-                log.warning("claimWork failed (%s); trying again in %.1f s", exc, delay)
+                what = "claimWork" if self.poller is None else "polling"
+                log.warning("%s failed (%s); trying again in %.1f s", what, exc, delay)
                 await self._pause(delay)
                 continue
             failures = 0
@@ -174,11 +178,14 @@ class Worker:
                 await self._pause(1.0)  # the queue answered at once with nothing: don't spin
 
     async def _claim(self, count: int) -> list[Any] | None:
-        """claimWork, abandoned if the worker is told to stop meanwhile (None then)."""
+        """claimWork (or a round of polling), abandoned if the worker is told to stop (None then)."""
         c = self.config
-        call = asyncio.create_task(
-            self.client.claim_work(c.task_queue_id, c.worker_group, c.worker_id, count, self.creds)
-        )
+        if self.poller is not None:
+            call = asyncio.create_task(self.poller.claim(count))
+        else:
+            call = asyncio.create_task(
+                self.client.claim_work(c.task_queue_id, c.worker_group, c.worker_id, count, self.creds)
+            )
         while not call.done():
             self._changed.clear()
             stop = asyncio.create_task(self._changed.wait())

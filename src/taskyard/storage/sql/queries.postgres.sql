@@ -85,3 +85,15 @@ SELECT * FROM artifacts
 -- name: get_live_log_for_update
 -- Racing appends to one live log take turns: the loser sees the winner's length.
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE
+
+-- name: lock_poll_messages
+-- The next visible messages of a queue, locked; those another receiver holds are skipped, so
+-- two receivers never get the same message. With their task's state and runs (NULL: gone).
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+ WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
+ ORDER BY m.visible, m.inserted, m.message_id
+ LIMIT $3
+   FOR UPDATE OF m SKIP LOCKED
+
+-- name: get_poll_message_for_update
+SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3 FOR UPDATE

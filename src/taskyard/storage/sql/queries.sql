@@ -337,3 +337,52 @@ SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id
 -- name: schema_versions
 -- The migrations a database has applied, oldest first (`taskyard migrate` reports them).
 SELECT version, name, applied FROM schema_migrations ORDER BY version
+
+
+-- ---------------------------------------------------------------------------------------------
+-- The poll protocol's messages (queue/poll.py): Azure-queue messages, one per pending run.
+
+-- name: insert_poll_message
+INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, expires, visible, dequeue_count)
+VALUES (:message_id, :queue_name, :task_id, :run_id, :inserted, :expires, :inserted, 0)
+
+-- name: peek_poll_messages
+-- The next visible messages of a queue, with their task's state, runs and priority (NULL: the task is gone).
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+ WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
+ ORDER BY m.visible, m.inserted, m.message_id
+ LIMIT $3
+
+-- name: poll_queue_next_visible
+-- When the queue's next message becomes (or became) visible; NULL if it has none.
+SELECT min(visible) FROM poll_messages WHERE queue_name = $1 AND expires > $2
+
+-- name: receive_poll_message
+UPDATE poll_messages
+   SET visible = :visible, pop_receipt = :pop_receipt, dequeue_count = dequeue_count + 1
+ WHERE message_id = :message_id
+
+-- name: get_poll_message_by_id
+SELECT * FROM poll_messages WHERE message_id = $1
+
+-- name: delete_poll_message
+DELETE FROM poll_messages WHERE message_id = $1
+
+-- name: delete_held_poll_message
+DELETE FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND pop_receipt = $3
+
+-- name: update_poll_message
+UPDATE poll_messages SET visible = $2, pop_receipt = $3 WHERE message_id = $1 AND pop_receipt = $4
+
+-- name: expire_poll_messages
+DELETE FROM poll_messages WHERE expires < $1
+
+-- name: any_poll_message
+SELECT 1 FROM poll_messages LIMIT 1
+
+-- name: pending_runs_after
+-- The pending runs, in task order, for the poll messages' backfill.
+SELECT t.*, p.run_id AS pending_run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+ WHERE p.task_id > $1
+ ORDER BY p.task_id
+ LIMIT $2

@@ -69,3 +69,13 @@ SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER B
 
 -- name: get_live_log_for_update
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
+
+-- name: lock_poll_messages
+-- The next visible messages of a queue with their task's state, runs and priority (NULL: the task is gone).
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+ WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
+ ORDER BY m.visible, m.inserted, m.message_id
+ LIMIT $3
+
+-- name: get_poll_message_for_update
+SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3

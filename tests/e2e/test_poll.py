@@ -1,0 +1,169 @@
+"""The poll protocol against a real server: Microsoft's `azure-storage-queue` SDK on the queue URLs
+pollTaskUrls hands out, and TaskCluster's 1.x client's `pollTaskUrls` with a claim and a delete as
+seed 001 describes them. Both databases."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import requests
+import taskcluster
+from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+from azure.storage.queue import QueueClient
+
+from tests.e2e.conftest import Server
+from tests.e2e.helpers import create, definition, signed, slug, wait_for_status
+from tests.e2e.test_legacy_client import legacy_options
+from tests.legacy_client import legacy_python, run_legacy
+
+__all__ = ["legacy_python"]
+WORKER = {"workerGroup": "poll-wg", "workerId": "poll-worker"}
+
+
+def poll_task_urls(server: Server, tq: str) -> dict[str, Any]:
+    reply = signed("GET", f"{server.api}/poll-task-url/{tq}", None, server.credentials)
+    assert reply.status_code == 200, reply.text
+    answer: dict[str, Any] = reply.json()
+    return answer
+
+
+def queue_url(poll_url: str) -> str:
+    """The queue's URL with its SAS, as `QueueClient.from_queue_url` takes it: no `/messages`,
+    no `visibilitytimeout`."""
+    parts = urlsplit(poll_url)
+    query = "&".join(p for p in parts.query.split("&") if not p.startswith("visibilitytimeout="))
+    return urlunsplit(parts._replace(path=parts.path.removesuffix("/messages"), query=query))
+
+
+def body_of(text: str) -> dict[str, Any]:
+    decoded: dict[str, Any] = json.loads(base64.b64decode(text))
+    return decoded
+
+
+def test_the_azure_sdk_receives_peeks_updates_and_deletes(
+    server: Server, queue: taskcluster.Queue, tq: str
+) -> None:
+    task_id = create(queue, tq, priority="very-low")
+    urls = poll_task_urls(server, tq)
+    client = QueueClient.from_queue_url(queue_url(urls["queues"][5]["signedPollUrl"]))
+
+    (peeked,) = client.peek_messages(max_messages=5)
+    assert peeked.dequeue_count == 0 and body_of(peeked.content)["taskId"] == task_id
+
+    (message,) = client.receive_messages(max_messages=5, visibility_timeout=60)
+    assert message.id == peeked.id and message.dequeue_count == 1 and message.pop_receipt
+    body = body_of(message.content)
+    assert (body["taskId"], body["runId"]) == (task_id, 0)
+    assert list(client.receive_messages(visibility_timeout=60)) == []  # invisible now
+
+    updated = client.update_message(message, visibility_timeout=0)  # visible again at once
+    assert updated.pop_receipt != message.pop_receipt
+    (again,) = client.receive_messages(visibility_timeout=60)
+    assert again.id == message.id and again.dequeue_count == 2
+
+    with pytest.raises(HttpResponseError) as stale:
+        client.delete_message(again.id, message.pop_receipt)
+    assert stale.value.status_code == 400 and stale.value.error_code == "PopReceiptMismatch"
+
+    claim = {**WORKER, "messageId": again.id, "receipt": again.pop_receipt, "signature": body["signature"]}
+    assert queue.claimTask(task_id, 0, claim)["status"]["state"] == "running"
+    client.delete_message(again)
+    with pytest.raises(ResourceNotFoundError):
+        client.delete_message(again)
+    assert list(client.peek_messages()) == []
+
+
+def test_the_azure_sdk_is_refused_with_a_tampered_sas(server: Server, tq: str) -> None:
+    url = queue_url(poll_task_urls(server, tq)["queues"][0]["signedPollUrl"])
+    tampered = url.replace("sp=rp", "sp=rap")
+    with pytest.raises(HttpResponseError) as refused:
+        list(QueueClient.from_queue_url(tampered).receive_messages())
+    assert refused.value.status_code == 403 and refused.value.error_code == "AuthenticationFailed"
+    with pytest.raises(HttpResponseError) as put:
+        QueueClient.from_queue_url(url).send_message("x")
+    assert put.value.status_code == 403 and put.value.error_code == "AuthorizationPermissionMismatch"
+
+
+def test_the_legacy_client_polls_claims_and_deletes(
+    server: Server, queue: taskcluster.Queue, legacy_python: Path, tq: str
+) -> None:
+    provisioner_id, worker_type = tq.split("/")
+    task_id = slug()
+    body = definition(tq, priority="high")
+    del body["taskQueueId"]
+    body.update(provisionerId=provisioner_id, workerType=worker_type)
+    answer = run_legacy(
+        legacy_python,
+        """
+        import requests, xml.etree.ElementTree as ET
+        from urllib.parse import quote
+        queue = taskcluster.Queue(options)
+        queue.createTask(options["taskId"], options["task"])
+        urls = queue.pollTaskUrls(options["provisionerId"], options["workerType"])
+        found = None
+        for entry in urls["queues"]:  # seed 001: in the order given
+            reply = requests.get(entry["signedPollUrl"] + "&numofmessages=4")
+            reply.raise_for_status()
+            messages = ET.fromstring(reply.content).findall("QueueMessage")
+            if messages:
+                found = (entry, messages[0])
+                break
+        entry, message = found
+        text = json.loads(base64.b64decode(message.findtext("MessageText")))
+        claim = queue.claimTask(text["taskId"], text["runId"], {
+            "workerGroup": "legacy-wg", "workerId": "legacy-worker",
+            "messageId": message.findtext("MessageId"),
+            "receipt": message.findtext("PopReceipt"),
+            "signature": text["signature"],
+        })
+        delete = entry["signedDeleteUrl"].replace("{{messageId}}", message.findtext("MessageId"))
+        delete = delete.replace("{{popReceipt}}", quote(message.findtext("PopReceipt"), safe=""))
+        deleted = requests.delete(delete)
+        result = {
+            "urls": urls,
+            "queue": urls["queues"].index(entry),
+            "text": text,
+            "dequeueCount": message.findtext("DequeueCount"),
+            "claimed": claim["status"]["state"],
+            "deleted": deleted.status_code,
+        }
+        """,
+        options={
+            **legacy_options(server, "queue"),
+            "taskId": task_id,
+            "task": body,
+            "provisionerId": provisioner_id,
+            "workerType": worker_type,
+        },
+    )
+    assert len(answer["urls"]["queues"]) == 7 and answer["urls"]["expires"]
+    assert answer["queue"] == 2  # highest, very-high, then high
+    assert (answer["text"]["taskId"], answer["text"]["runId"]) == (task_id, 0)
+    assert answer["dequeueCount"] == "1"
+    assert (answer["claimed"], answer["deleted"]) == ("running", 204)
+    status = wait_for_status(queue, task_id, lambda s: s["state"] == "running", what="the claim")
+    assert status["runs"][0]["workerId"] == "legacy-worker"
+
+
+def test_a_message_for_another_run_is_refused(server: Server, queue: taskcluster.Queue, tq: str) -> None:
+    first, second = create(queue, tq), create(queue, tq)
+    entry = poll_task_urls(server, tq)["queues"][-1]
+    reply = requests.get(entry["signedPollUrl"] + "&numofmessages=2", timeout=30)
+    assert reply.status_code == 200, reply.text
+    client = QueueClient.from_queue_url(queue_url(entry["signedPollUrl"]))
+    assert len(list(client.peek_messages(max_messages=2))) == 0  # both received: invisible
+    texts = [body_of(t) for t in reply.text.split("<MessageText>")[1:] for t in [t.split("<")[0]]]
+    other = next(t for t in texts if t["taskId"] == second)
+    claim = signed(
+        "POST",
+        f"{server.api}/task/{first}/runs/0/claim",
+        {**WORKER, "signature": other["signature"]},
+        server.credentials,
+    )
+    assert claim.status_code == 403, claim.text
+    assert queue.status(first)["status"]["state"] == "pending"
