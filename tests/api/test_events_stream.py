@@ -35,6 +35,7 @@ from taskyard.events.outbox import OutboxRelay
 from taskyard.events.profiles import Profiles
 from taskyard.model.messages import Message
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage.port import Storage
 from tests.api.conftest import ROOT, Api, Credentials, assert_error, hawk_header
 from tests.api.test_auth_v1 import create_client
@@ -71,7 +72,7 @@ async def served(queue: Queue, auth: Auth, storage: Storage, clock: FakeClock) -
     await feed.start()
     bus = MemoryBus()
     relay = OutboxRelay(storage, bus, clock=clock)
-    app = build_app(Services(queue, auth, events=feed))
+    app = build_app(Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -31,7 +31,7 @@ def test_without_a_broker_it_follows_the_server_and_needs_its_url_and_credential
         assert (code, out) == (2, "")
         assert err == (
             "taskyard: configuration TASKCLUSTER_ROOT_URL='' is not valid: "
-            "it is required: set it or pass --root-url\n"
+            "it is required: set it, pass --root-url, or use a context\n"
         )
 
 
