@@ -7,6 +7,11 @@
              The consumer reads them only afterwards, so that it takes no CPU from the relay.
 2. latency   one event at a time is committed to the outbox (the relay kicked after commit, as the
              queue does); latency = commit returned -> a consumer in this process received it.
+3. stream    the same, but the consumer is a client of the HTTP event stream
+             (`GET /api/events/v1/stream`, served by uvicorn on a local port, read with httpx): the
+             relay logs each batch, the feed wakes on its notification and writes the SSE event.
+             With `--amqp memory://` the relay publishes to the in-process bus and phases 1 and 2
+             are skipped.
 
 Figures are printed, never asserted. Run: .venv/bin/python bench/events.py [--events N]
 (default broker amqp://guest:guest@127.0.0.1:5672/, SQLite in a temporary directory; with
@@ -18,21 +23,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import socket
 import statistics
 import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import aio_pika
+import httpx
 import orjson
+import uvicorn
 
+from taskyard.api.app import Services, build_app
+from taskyard.auth import static
+from taskyard.auth.service import Auth
+from taskyard.config import QueueConfig
 from taskyard.events.amqp import AmqpBus
+from taskyard.events.feed import EventFeed
+from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay, append_tx
+from taskyard.events.port import EventBus
 from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
 from taskyard.model import slugid
 from taskyard.model.messages import Message, task_message
+from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 
@@ -66,12 +83,15 @@ class Counter:
         self.latencies: list[float] = []
         self.waiting: asyncio.Event = asyncio.Event()
         self.expect = 0
+        self.what = "AMQP consumer"
+        self.per_event = 1  # messages each event brings: one per exchange bound
 
     async def bind(self, url: str, provisioner: str, exchanges: list[str]) -> aio_pika.abc.AbstractConnection:
         connection = await aio_pika.connect(url)
         channel = await connection.channel()
         await channel.set_qos(prefetch_count=1000)
         self.queue = await channel.declare_queue("", exclusive=True, auto_delete=True)
+        self.per_event = len(exchanges)
         for exchange in exchanges:
             pattern = f"*.*.*.*.{provisioner}.#" if exchange.startswith(SEED_PREFIX) else f"#.{provisioner}.#"
             await channel.declare_exchange(exchange, aio_pika.ExchangeType.TOPIC, durable=True)
@@ -124,7 +144,9 @@ async def measure_rate(storage: Storage, bus: AmqpBus, counter: Counter, provisi
     )
 
 
-async def measure_latency(storage: Storage, bus: AmqpBus, counter: Counter, provisioner: str, n: int) -> None:
+async def measure_latency(
+    storage: Storage, bus: EventBus, counter: Counter, provisioner: str, n: int
+) -> None:
     relay = OutboxRelay(storage, bus, idle_seconds=1.0)
     running = asyncio.create_task(relay.run())
     try:
@@ -135,7 +157,7 @@ async def measure_latency(storage: Storage, bus: AmqpBus, counter: Counter, prov
                 stamp = time.perf_counter()  # taken just before commit: the commit is part of it
                 body = dict(event.body, task={"tags": {"stamp": repr(stamp)}})
                 await append_tx(tx, [Message(event.exchange, event.routing_key, body, event.cc)])
-            await counter.wait_for(counter.count + len(bus.profiles.names))
+            await counter.wait_for(counter.count + counter.per_event)
             if i % 50 == 0:
                 await asyncio.sleep(0.01)  # let the loop breathe now and then, as a server's would
     finally:
@@ -145,9 +167,72 @@ async def measure_latency(storage: Storage, bus: AmqpBus, counter: Counter, prov
     ms = sorted(x * 1000 for x in counter.latencies[-n:])
     p50, p99 = statistics.median(ms), ms[min(len(ms) - 1, int(len(ms) * 0.99))]
     print(
-        f"latency: {len(ms)} events, commit -> consumer p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+        f"latency: {len(ms)} events, commit -> {counter.what} p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
         f"max {ms[-1]:.1f} ms"
     )
+
+
+class StreamClient:
+    """An HTTP event-stream client of one provisioner's tc task-pending, in this process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.latencies: list[float] = []
+        self.arrived = asyncio.Condition()
+        self.what = "SSE client"
+        self.per_event = 1  # bound to tc task-pending alone
+
+    async def read(self, url: str, ready: asyncio.Event) -> None:
+        async with httpx.AsyncClient(timeout=60) as client, client.stream("GET", url) as response:
+            assert response.status_code == 200, await response.aread()
+            async for line in response.aiter_lines():
+                if line.startswith("id: ") and not ready.is_set():
+                    ready.set()
+                if not line.startswith("data: "):
+                    continue
+                now = time.perf_counter()
+                stamp = float(orjson.loads(line[6:])["body"]["task"]["tags"]["stamp"])
+                self.latencies.append(now - stamp)
+                async with self.arrived:
+                    self.count += 1
+                    self.arrived.notify_all()
+
+    async def wait_for(self, total: int, timeout: float = 60) -> None:
+        async with self.arrived:
+            await asyncio.wait_for(self.arrived.wait_for(lambda: self.count >= total), timeout)
+
+
+async def measure_stream(
+    storage: Storage, bus: EventBus, profiles: Profiles, provisioner: str, n: int
+) -> None:
+    """Phase 3: commit -> an SSE client of a real server's stream."""
+    feed = EventFeed(storage, profiles)
+    await feed.start()
+    auth = Auth(storage, secret_key="bench", static_clients=static.static_clients("bench-token"))
+    await auth.start()
+    issuer = (static.QUEUE_CLIENT_ID, static.derived_token("bench-token", static.QUEUE_CLIENT_ID))
+    queue = Queue(storage, QueueConfig(), credentials_issuer=issuer)
+    services = Services(queue, auth, skip_auth=True, events=feed)
+    server = uvicorn.Server(uvicorn.Config(build_app(services), port=0, log_level="warning", lifespan="off"))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    binding = f"{TC_PREFIX}task-pending:#.{provisioner}.#"
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/events/v1/stream?{urlencode({'binding': binding})}"
+    client, ready = StreamClient(), asyncio.Event()
+    reading = asyncio.create_task(client.read(url, ready))
+    await asyncio.wait_for(ready.wait(), 30)
+    try:
+        await measure_latency(storage, bus, client, provisioner, n)
+    finally:
+        reading.cancel()
+        feed.end_streams()
+        server.should_exit = True
+        await serving
+        await feed.close()
+        sock.close()
 
 
 @contextlib.asynccontextmanager
@@ -175,37 +260,52 @@ async def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/")
+    parser.add_argument("--amqp", default="amqp://guest:guest@127.0.0.1:5672/", help="or memory://")
     parser.add_argument(
         "--postgres", default="", help="a PostgreSQL server's URL, to run on a scratch database there"
     )
     parser.add_argument("--events", type=int, default=20000, help="events for the rate phase")
-    parser.add_argument("--samples", type=int, default=500, help="events for the latency phase")
+    parser.add_argument("--samples", type=int, default=500, help="events for the latency phases")
     parser.add_argument("--profiles", default="tc,seed")
     args = parser.parse_args()
     async with scratch_database(args.postgres) as db_url:
         storage = await open_storage(db_url)
         profiles = Profiles(args.profiles.split(","), root_url="http://127.0.0.1:8080")
-        bus = AmqpBus(args.amqp, profiles)
-        await bus.start()
-        await asyncio.wait_for(bus.wait_ready(), 30)
         provisioner = f"bench-{uuid.uuid4().hex[:8]}"
-        counter = Counter()
-        exchanges = [TC_PREFIX + "task-pending", SEED_PREFIX + "task-pending"]
-        exchanges = [e for e in exchanges if e in profiles.exchanges()]
-        consumer = await counter.bind(args.amqp, provisioner, exchanges)
         try:
-            print(f"storage {'PostgreSQL' if args.postgres else 'SQLite'}, broker {bus.where}")
-            await measure_rate(storage, bus, counter, provisioner, args.events)
-            await counter.consume()  # only now: the rate is the relay's alone
-            await counter.wait_for(args.events * len(exchanges))
-            print(f"         the consumer received all {counter.count} messages")
-            counter.latencies.clear()
-            await measure_latency(storage, bus, counter, provisioner, args.samples)
-        finally:
-            await consumer.close()
+            if args.amqp.startswith("memory://"):
+                bus: EventBus = MemoryBus(profiles)
+                print(f"storage {'PostgreSQL' if args.postgres else 'SQLite'}, in-process bus")
+            else:
+                bus = await amqp_phases(args, storage, profiles, provisioner)
+            await measure_stream(storage, bus, profiles, provisioner, args.samples)
             await bus.close()
+        finally:
             await storage.close()
+
+
+async def amqp_phases(
+    args: argparse.Namespace, storage: Storage, profiles: Profiles, provisioner: str
+) -> AmqpBus:
+    """Phases 1 and 2, through RabbitMQ; answers the bus for phase 3."""
+    bus = AmqpBus(args.amqp, profiles)
+    await bus.start()
+    await asyncio.wait_for(bus.wait_ready(), 30)
+    counter = Counter()
+    exchanges = [TC_PREFIX + "task-pending", SEED_PREFIX + "task-pending"]
+    exchanges = [e for e in exchanges if e in profiles.exchanges()]
+    consumer = await counter.bind(args.amqp, provisioner, exchanges)
+    try:
+        print(f"storage {'PostgreSQL' if args.postgres else 'SQLite'}, broker {bus.where}")
+        await measure_rate(storage, bus, counter, provisioner, args.events)
+        await counter.consume()  # only now: the rate is the relay's alone
+        await counter.wait_for(args.events * len(exchanges))
+        print(f"         the consumer received all {counter.count} messages")
+        counter.latencies.clear()
+        await measure_latency(storage, bus, counter, provisioner, args.samples)
+    finally:
+        await consumer.close()
+    return bus
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ class ServerConfig:
     event_profiles: tuple[str, ...] = ("tc", "seed")
     # The task-graph scheduler's id: the schedulerId of every task of its graphs.
     scheduler_id: str = "task-graph-scheduler"
+    # Seconds the event log keeps published events, for stream clients that reconnect.
+    event_retention: float = 600.0
     root_access_token: str = field(default="", repr=False)
     # Derives the access tokens of the clients stored in the database; every process of one
     # deployment needs the same key.

@@ -21,14 +21,28 @@ def no_events_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("TASKYARD_EVENTS", raising=False)
 
 
-def test_without_a_broker_it_says_the_server_stream_is_not_there_yet(
-    capsys: pytest.CaptureFixture[str],
+def test_without_a_broker_it_follows_the_server_and_needs_its_url_and_credentials(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for variable in ("TASKCLUSTER_ROOT_URL", "TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN"):
+        monkeypatch.delenv(variable, raising=False)
     for argv in ([], ["--events", "memory://"]):
         code, out, err = tail(capsys, *argv)
         assert (code, out) == (2, "")
-        assert err == f"taskyard: {events.NO_STREAM}\n"
-        assert "not available yet" in err and "--events amqp://" in err
+        assert err == (
+            "taskyard: configuration TASKCLUSTER_ROOT_URL='' is not valid: "
+            "it is required: set it, pass --root-url, or use a context\n"
+        )
+
+
+def test_an_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    root = f"http://127.0.0.1:{free_port()}"
+    code, out, err = tail(capsys, "--root-url", root, "--client-id", "c", "--access-token", "hunter2")
+    assert (code, out) == (1, "")
+    assert err.count("\n") == 1 and err.startswith(
+        f"taskyard: cannot reach {root} (GET /api/events/v1/stream)"
+    )
+    assert "hunter2" not in err
 
 
 @pytest.mark.parametrize(

@@ -27,9 +27,11 @@ TC = "exchange/taskcluster-queue/v1/"
 class Tail:
     """`taskyard events tail ARGS...`, its output read line by line as it comes."""
 
-    def __init__(self, *args: str, stdout: int = subprocess.PIPE) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
-        env["TASKYARD_EVENTS"] = EVENTS_URL
+    def __init__(self, *args: str, stdout: int = subprocess.PIPE, env: dict[str, str] | None = None) -> None:
+        """From the shared RabbitMQ, unless `env` says otherwise (TASKCLUSTER_* for the server's stream)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKYARD_", "TASKCLUSTER_"))} | (
+            {"TASKYARD_EVENTS": EVENTS_URL} if env is None else env
+        )
         self.process = subprocess.Popen(
             [str(TASKYARD), "events", "tail", *args],
             stdout=stdout,
@@ -168,3 +170,25 @@ def test_a_closed_pipe_ends_it_quietly(
         time.sleep(0.2)
     assert tail.finish() == 141  # as a shell reports a process SIGPIPE ended
     assert [line for line in tail.err if not line.startswith("following ")] == []
+
+
+def test_the_server_s_stream_carries_what_the_relay_publishes_to_rabbitmq(
+    server: Server, queue: taskcluster.Queue, tq: str, tails: list[Tail]
+) -> None:
+    """The same server publishes to RabbitMQ; `tail` without --events reads the HTTP stream, and
+    sees what a RabbitMQ consumer sees."""
+    provisioner = tq.split("/")[0]
+    http_env = {
+        "TASKCLUSTER_ROOT_URL": server.root_url,
+        "TASKCLUSTER_CLIENT_ID": server.credentials["clientId"],
+        "TASKCLUSTER_ACCESS_TOKEN": server.credentials["accessToken"],
+    }
+    pattern = f"primary.*.*.*.*.{provisioner}.#"
+    from_http = Tail("--exchange", "task-defined", "--exchange", "task-pending", pattern, env=http_env)
+    from_broker = Tail("--exchange", "task-defined", "--exchange", "task-pending", pattern)
+    tails += [from_http, from_broker]
+    task_id = create(queue, tq)
+    by_http, by_broker = ([line.split()[1:] for line in t.lines(2)] for t in (from_http, from_broker))
+    assert by_http == by_broker
+    assert [words[0] for words in by_http] == ["task-defined", "task-pending"]
+    assert all(words[1].startswith(f"primary.{task_id}.") for words in by_http)

@@ -26,6 +26,7 @@ from taskyard.api import (
     authz,
     azure_queue,
     blobs,
+    events_v1,
     index,
     livelog_v1,
     queue_v1,
@@ -33,9 +34,11 @@ from taskyard.api import (
 )
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
-from taskyard.api.routing import Call, Reply, Route, check_params
+from taskyard.api.routing import Call, Reply, Route, Stream, check_params
+from taskyard.api.streams import StreamAnswer
 from taskyard.auth import hawk, static
 from taskyard.auth.service import Auth
+from taskyard.events.feed import EventFeed
 from taskyard.model import dates, schema, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
@@ -61,6 +64,7 @@ class Services:
     started: float = field(default_factory=time.monotonic)
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
+    events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
@@ -218,6 +222,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             route.scopes,
             scope_body=route.scope_body,
             request=hawk_request(request, raw) if route.own_auth else None,
+            query_items=tuple(request.query_params.multi_items()),
+            headers=dict(request.headers),
         )
         if route.scopes is not None and not route.loads:
             call.authorize()
@@ -229,6 +235,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             raise UncheckedScopes(f"{route.name} answered without checking its scopes")
         if isinstance(result, Reply):
             return json_response(result.body, result.status, result.headers)
+        if isinstance(result, Stream):
+            return StreamAnswer(result)
         return json_response(result)
 
     return handle
@@ -298,6 +306,9 @@ def build_app(services: Services) -> Starlette:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
+    if services.events is not None:  # an app built without a feed (a test's) serves no stream
+        tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
+        routes += routes_for("/api/events/v1", tables["events"], services)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
     app = Starlette(
         routes=routes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar, cast
 
@@ -63,6 +63,8 @@ class Call:
     authorized: bool = False
     gone: asyncio.Event = field(default_factory=asyncio.Event)  # set when the client disconnects
     request: hawk.Request | None = None  # for routes that authenticate by their own rules
+    query_items: tuple[tuple[str, str], ...] = ()  # every query parameter, repeated ones too, in order
+    headers: Mapping[str, str] = field(default_factory=dict)  # the request's, names in lower case
 
     @property
     def client_id(self) -> str:
@@ -96,7 +98,19 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-Answer = Body | Sequence[Body] | Reply
+@dataclass(frozen=True)
+class Stream:
+    """A handler's answer that streams `chunks` (a 200) until they end, the client leaves, or `stop`
+    is set: the server gives up on the client, without waiting for a send that may never finish."""
+
+    chunks: AsyncIterator[bytes]
+    media_type: str
+    stop: asyncio.Event
+    headers: dict[str, str] = field(default_factory=dict)
+    closed: Callable[[], None] = lambda: None  # called once the answer is over, however it ended
+
+
+Answer = Body | Sequence[Body] | Reply | Stream
 Handler = Callable[[Call], Awaitable[Answer]]
 
 

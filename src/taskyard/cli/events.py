@@ -1,14 +1,17 @@
 """`taskyard events tail [--exchange NAME]... [PATTERN]`: follow a deployment's events live.
 
-From RabbitMQ when `--events amqp://...` (or TASKYARD_EVENTS) names the deployment's broker: a
-queue of the command's own, exclusive and auto-deleted, bound to each exchange with PATTERN (AMQP
-topic rules; `#` by default). Each event is one line, `TIME EXCHANGE ROUTING-KEY STATE`, or with
-`--json` one JSON object per line. The server's own HTTP stream of events does not exist yet: without
-a broker the command says so and exits 2.
+From the server's HTTP event stream (`GET /api/events/v1/stream`, event_stream.py) at
+TASKCLUSTER_ROOT_URL, signed with the TASKCLUSTER_* credentials (or their flags), like the other
+commands; it reconnects by itself, from the last event it saw. From RabbitMQ instead when
+`--events amqp://...` (or TASKYARD_EVENTS) names the deployment's broker: a queue of the command's
+own, exclusive and auto-deleted. Either way each exchange is bound with PATTERN (AMQP topic rules;
+`#` by default). Each event is one line, `TIME EXCHANGE ROUTING-KEY STATE`, or with `--json` one
+JSON object per line.
 
 Exit status: 130 on Ctrl-C and 141 when the reader of its output goes away (`| head`), as a shell
-reports a process those signals ended, without a word; 1 when the broker cannot be reached or the
-connection is lost; 2 for bad usage (a malformed URL or pattern, an unknown exchange).
+reports a process those signals ended, without a word; 1 when the server or broker cannot be
+reached, refuses (bad bindings, missing scopes), or is lost for good; 2 for bad usage (a malformed
+URL or pattern, an unknown exchange, missing credentials).
 """
 
 from __future__ import annotations
@@ -22,18 +25,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from taskyard.cli import options
+from taskyard.cli import admin, event_stream, http, options
 from taskyard.events.port import BadPattern, BusUnavailable, Envelope, check_pattern
 from taskyard.events.profiles import PROFILES, SEED_PREFIX, TC_PREFIX, Profiles
 from taskyard.model import dates
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE
-NO_STREAM = (
-    "the server's HTTP event stream is not available yet; pass --events "
-    "amqp://user:password@host:port/vhost (or set TASKYARD_EVENTS) to follow events from RabbitMQ"
-)
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -44,7 +44,8 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "tail",
         help="print events as they happen, one line each",
         description="Print the deployment's events as they are published, one line each: time, "
-        "exchange, routing key and state. Reads them from RabbitMQ (--events amqp://...). PATTERN "
+        "exchange, routing key and state. Reads them from the server's event stream at "
+        "TASKCLUSTER_ROOT_URL, or from RabbitMQ with --events amqp://.... PATTERN "
         "follows AMQP's topic rules: words separated by dots, * for one word, # for any number "
         "(default #). Ctrl-C stops it (exit 130).",
     )
@@ -61,9 +62,11 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     options.add(
         tail,
         "--events",
-        help="the deployment's RabbitMQ: amqp://user:password@host:port/vhost",
+        help="the deployment's RabbitMQ, amqp://user:password@host:port/vhost, to read from it "
+        "rather than from the server",
         default="",
     )
+    admin.add_connection_options(tail)
 
 
 def exchanges(names: Sequence[str] | None) -> list[str]:
@@ -86,18 +89,21 @@ def main(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Run `events tail`; answer the exit status."""
     try:
         url = options.resolve(args, environ)["events"]
-        if url in ("", "memory://"):
-            print(f"taskyard: {NO_STREAM}", file=sys.stderr)
-            return 2
-        from taskyard.events.amqp import check_url
-
-        check_url(url, "--events")
         bindings = [(exchange, check_pattern(args.pattern)) for exchange in exchanges(args.exchange)]
+        if url in ("", "memory://"):
+            connection = admin.connection(args, environ)
+        else:
+            from taskyard.events.amqp import check_url
+
+            check_url(url, "--events")
     except (ConfigError, BadPattern) as exc:
         print(f"taskyard: {exc.message}", file=sys.stderr)
         return 2
     try:
-        asyncio.run(tail(url, bindings, as_json=args.json, out=sys.stdout))
+        if url in ("", "memory://"):
+            tail_http(connection, bindings, as_json=args.json, out=sys.stdout)
+        else:
+            asyncio.run(tail(url, bindings, as_json=args.json, out=sys.stdout))
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
@@ -105,10 +111,28 @@ def main(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_CLOSED_PIPE
-    except BusUnavailable as exc:
+    except (BusUnavailable, Unreachable) as exc:
         print(f"taskyard: {exc}", file=sys.stderr)
         return 1
+    except Refused as exc:
+        print(f"taskyard: {exc.message}", file=sys.stderr)
+        return 1
     return 0
+
+
+def tail_http(
+    connection: http.Connection, bindings: list[tuple[str, str]], *, as_json: bool, out: TextIO
+) -> None:
+    """Print each event of the server's stream as it arrives, until interrupted."""
+
+    def connected() -> None:
+        # On stderr, where a pipe does not look: from now on, nothing published is missed.
+        names = " ".join(e.removeprefix(TC_PREFIX) for e, _ in bindings)
+        print(f"following {names} ({bindings[0][1]}) on {connection.root_url}", file=sys.stderr, flush=True)
+
+    for envelope in event_stream.follow(connection, bindings, connected=connected):
+        out.write(line(envelope, as_json) + "\n")
+        out.flush()
 
 
 async def tail(url: str, bindings: list[tuple[str, str]], *, as_json: bool, out: TextIO) -> None:

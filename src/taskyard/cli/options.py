@@ -115,6 +115,13 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     )
     add(
         parser,
+        "--event-retention",
+        help="seconds the event stream keeps published events for clients that reconnect",
+        default=600.0,
+        type=float,
+    )
+    add(
+        parser,
         "--artifacts",
         help="blob store for artifacts: file:///dir or s3://bucket?endpoint=URL&region=R "
         "(default: DATA_DIR/artifacts)",
@@ -194,6 +201,10 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         raise ConfigError("max-artifact-bytes", values["max_artifact_bytes"], "must be at least 1")
     if values["max_live_log_bytes"] < 1:
         raise ConfigError("max-live-log-bytes", values["max_live_log_bytes"], "must be at least 1")
+    if not 0 < values["event_retention"] <= 7 * 86400:
+        raise ConfigError(
+            "event-retention", values["event_retention"], "must be above 0 and at most 604800 (7 days)"
+        )
     processes = values.get("processes", 1)
     if not 1 <= processes <= MAX_PROCESSES:
         raise ConfigError("processes", processes, f"must be between 1 and {MAX_PROCESSES}")
@@ -226,6 +237,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         events=events.check_url(values["events"]),
         event_profiles=parse_profiles(values["event_profiles"]),
         scheduler_id=scheduler_id(values["scheduler_id"]),
+        event_retention=values["event_retention"],
         bench_skip_auth=bench_skip_auth(values["host"], environ),
         processes=processes,
     )

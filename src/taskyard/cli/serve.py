@@ -27,8 +27,11 @@ from taskyard.auth.service import Auth
 from taskyard.cli.processes import die_with_parent
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.events import log as event_log
 from taskyard.events import open_bus
+from taskyard.events.feed import EventFeed
 from taskyard.events.outbox import OutboxRelay
+from taskyard.events.profiles import Profiles
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs, poll, resolvers
@@ -43,11 +46,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Deployment:
-    """A started server: the app that serves its API, and the live-log followers to end first
-    when it stops."""
+    """A started server: the app that serves its API, and the live-log followers and event streams
+    to end first when it stops."""
 
     app: Starlette
     live_log_followers: Followers
+    event_feed: EventFeed
 
 
 @contextlib.asynccontextmanager
@@ -72,6 +76,9 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         bus = await open_bus(config.events, profiles=config.event_profiles, root_url=config.root_url)
         opened.push_async_callback(bus.close)
         relay = OutboxRelay(storage, bus)
+        feed = EventFeed(storage, Profiles(config.event_profiles, root_url=config.root_url))
+        await feed.start()
+        opened.push_async_callback(feed.close)
         queue = Queue(
             storage,
             config.queue,
@@ -100,10 +107,14 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             max_body_bytes=config.queue.max_body_bytes,
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
+            events=feed,
         )
         app = build_app(services)
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
+            asyncio.create_task(
+                event_log.prune_forever(storage, config.event_retention), name="event-log-pruner"
+            ),
             *resolvers.start_all(queue),
             asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
             asyncio.create_task(
@@ -112,7 +123,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         ]
         opened.push_async_callback(_stop, loops)
         opened.callback(unsubscribe)
-        yield Deployment(app, queue.live_log_followers)
+        yield Deployment(app, queue.live_log_followers, feed)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -305,6 +316,7 @@ class _Server(uvicorn.Server):
     ) -> None:
         super().__init__(config)
         self._followers = deployment.live_log_followers
+        self._feed = deployment.event_feed
         self._close_deployment = close_deployment
         self._local_worker = local_worker
         self._loop = asyncio.get_running_loop()
@@ -326,9 +338,10 @@ class _Server(uvicorn.Server):
         self._loop.call_soon_threadsafe(lambda: self._loop.create_task(stop()))
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End live-log streams first: uvicorn waits for every open response before it stops, and
-        a follower's would otherwise stay open for as long as its task runs. Then close the
-        deployment: the loops, the bus, storage."""
+        """End live-log and event streams first: uvicorn waits for every open response before it
+        stops, and theirs would otherwise stay open for as long as their clients follow. Then close
+        the deployment: the loops, the bus, storage."""
         self._followers.close()
+        self._feed.end_streams()
         await super().shutdown(sockets)
         await self._close_deployment()

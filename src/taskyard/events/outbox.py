@@ -9,6 +9,9 @@ The relay takes a batch (deleting it) and publishes it inside one transaction: t
 commits only once the bus accepted the whole batch (RabbitMQ: confirmed every message). If the
 publish fails the transaction rolls back and the batch stays, to be published again. While the
 bus is unavailable the relay waits for it to come back rather than retrying against it.
+
+The same transaction appends the batch to the event log (log.py), which the HTTP event stream
+follows: an event is in the log exactly when the bus accepted it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,9 @@ from collections.abc import Sequence
 
 import orjson
 
+from taskyard.events import log as event_log
 from taskyard.events.port import BusUnavailable, EventBus
+from taskyard.model import dates
 from taskyard.model.messages import Message
 from taskyard.model.outages import Outage
 from taskyard.storage.port import DatabaseUnavailable, Row, Storage, Tx
@@ -45,9 +50,17 @@ async def append_tx(tx: Tx, messages: Sequence[Message]) -> None:
 class OutboxRelay:
     """Moves events from the outbox to the bus; `kick()` after a commit wakes it at once."""
 
-    def __init__(self, storage: Storage, bus: EventBus, *, idle_seconds: float = 1.0) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        bus: EventBus,
+        *,
+        idle_seconds: float = 1.0,
+        clock: event_log.Clock = dates.now_ms,
+    ) -> None:
         self._storage = storage
         self._bus = bus
+        self._clock = clock
         self._idle = idle_seconds
         self._wake = asyncio.Event()
 
@@ -90,7 +103,9 @@ class OutboxRelay:
         async with self._storage.transaction() as tx:
             rows = sorted(await tx.fetch("take_events", BATCH, _RELAY_LOCK), key=lambda r: int(r["id"]))
             if rows:
-                await self._bus.publish([_message(r) for r in rows])
+                messages = [_message(r) for r in rows]
+                await event_log.append_tx(tx, messages, self._clock())
+                await self._bus.publish(messages)
         return len(rows)
 
 

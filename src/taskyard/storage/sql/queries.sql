@@ -130,6 +130,29 @@ ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
 -- name: insert_event
 INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
 
+-- name: log_event
+INSERT INTO event_log (published, exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4, $5)
+
+-- name: logged_events
+-- The published events after id $1 up to id $2, oldest first, at most $3.
+SELECT id, exchange, routing_key, cc, body FROM event_log
+ WHERE id > $1 AND id <= $2
+ ORDER BY id LIMIT $3
+
+-- name: event_log_end
+-- The newest id published and the highest pruned (0 and 0 for an empty log).
+SELECT COALESCE((SELECT MAX(id) FROM event_log), 0) AS newest, (SELECT through FROM event_log_pruned) AS pruned
+
+-- name: event_log_prunable
+-- The highest id among the oldest $2 events published before $1 (NULL: none).
+SELECT MAX(id) FROM (SELECT id FROM event_log WHERE published < $1 ORDER BY id LIMIT $2) AS old
+
+-- name: prune_event_log
+DELETE FROM event_log WHERE id <= $1
+
+-- name: mark_event_log_pruned
+UPDATE event_log_pruned SET through = $1 WHERE through < $1
+
 -- name: expired_claims
 SELECT task_id, taken_until FROM tasks
  WHERE state = 'running' AND taken_until < $1

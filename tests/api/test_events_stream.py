@@ -1,0 +1,407 @@
+"""The HTTP event stream (`GET /api/events/v1/stream`) on both backends, served by a real uvicorn in
+this process: server-sent events need a server that streams (httpx's ASGI transport buffers the
+whole answer), and a client that stops reading needs real sockets.
+
+The relay is driven by the tests (`relay_once`), as `Published` does, so each event is logged
+exactly when a test says; the feed then wakes on the relay's notification, as in `taskyard serve`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import mohawk
+import orjson
+import pytest
+import uvicorn
+
+from taskyard.api import events_v1
+from taskyard.api.app import Services, build_app
+from taskyard.auth.service import Auth
+from taskyard.events import log as event_log
+from taskyard.events import outbox
+from taskyard.events.feed import EventFeed
+from taskyard.events.memory import MemoryBus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.events.profiles import Profiles
+from taskyard.model.messages import Message
+from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
+from taskyard.storage.port import Storage
+from tests.api.conftest import ROOT, Api, Credentials, assert_error, hawk_header
+from tests.api.test_auth_v1 import create_client
+from tests.conftest import FakeClock, until
+
+TC = "exchange/taskcluster-queue/v1/"
+SEED = "v1/queue:"
+
+
+@dataclass
+class Served:
+    """A real server on a free port, its feed, and the relay the tests drive."""
+
+    url: str
+    feed: EventFeed
+    relay: OutboxRelay
+    storage: Storage
+    clock: FakeClock
+
+    async def publish(self) -> None:
+        """Relay every committed event, and let the feed hand them to the streams."""
+        while await self.relay.relay_once():
+            pass
+        await self.feed.catch_up()
+
+    def stream_url(self, *bindings: str, **query: str) -> str:
+        params = [("binding", b) for b in bindings] + list(query.items())
+        return f"{self.url}/api/events/v1/stream?{urlencode(params)}"
+
+
+@pytest.fixture
+async def served(queue: Queue, auth: Auth, storage: Storage, clock: FakeClock) -> AsyncIterator[Served]:
+    feed = EventFeed(storage, Profiles(root_url="http://example.invalid"), buffer=20, poll_seconds=60.0)
+    await feed.start()
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus, clock=clock)
+    app = build_app(Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed))
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    await until(lambda: server.started)
+    yield Served(f"http://127.0.0.1:{port}", feed, relay, storage, clock)
+    feed.end_streams()
+    server.should_exit = True
+    await serving
+    await feed.close()
+    await bus.close()
+    sock.close()
+
+
+@dataclass
+class Reader:
+    """An open stream, its SSE events parsed as they come."""
+
+    response: httpx.Response
+    lines: AsyncIterator[str]
+    last_id: str | None = None
+    comments: list[str] = field(default_factory=list)
+
+    async def event(self) -> dict[str, str]:
+        """The next event with data (an id alone only moves `last_id`), as its fields."""
+        fields: dict[str, str] = {}
+        while True:
+            line = await asyncio.wait_for(anext(self.lines), 10)
+            if line == "":
+                if "id" in fields:
+                    self.last_id = fields["id"]
+                if "data" in fields:
+                    return fields
+                fields = {}
+            elif line.startswith(":"):
+                self.comments.append(line)
+            else:
+                name, _, value = line.partition(":")
+                fields[name] = value.removeprefix(" ")
+
+    async def message(self) -> dict[str, Any]:
+        fields = await self.event()
+        assert fields.get("event", "message") == "message", fields
+        data: dict[str, Any] = orjson.loads(fields["data"])
+        data["id"] = fields["id"]
+        return data
+
+    async def opened(self) -> None:
+        """Read the stream's opening (with an id alone, for a fresh start: `last_id`)."""
+        while (line := await asyncio.wait_for(anext(self.lines), 10)) != "":
+            if line.startswith("id: "):
+                self.last_id = line.removeprefix("id: ")
+
+
+@contextlib.asynccontextmanager
+async def following(
+    url: str, creds: Credentials | None, headers: dict[str, str] | None = None
+) -> AsyncIterator[Reader]:
+    sent = dict(headers or {})
+    if creds is not None:
+        sent["authorization"] = hawk_header("GET", url, b"", creds)
+    async with httpx.AsyncClient(timeout=30) as client, client.stream("GET", url, headers=sent) as response:
+        assert response.status_code == 200, await response.aread()
+        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
+        assert response.headers["cache-control"] == "no-store"
+        reader = Reader(response, response.aiter_lines())
+        await reader.opened()
+        yield reader
+
+
+async def get(url: str, creds: Credentials | None) -> httpx.Response:
+    headers = {"authorization": hawk_header("GET", url, b"", creds)} if creds is not None else {}
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.get(url, headers=headers)
+
+
+async def test_a_task_s_life_arrives_in_order_with_ids_to_resume_from(served: Served, api: Api) -> None:
+    url = served.stream_url(f"{TC}task-defined:#", f"{TC}task-pending:#", f"{SEED}task-pending:#")
+    async with following(url, ROOT) as reader:
+        task_id, _ = await api.create_task()
+        await served.publish()
+        defined, pending, seed = [await reader.message() for _ in range(3)]
+    assert [defined["exchange"], pending["exchange"], seed["exchange"]] == [
+        f"{TC}task-defined",
+        f"{TC}task-pending",
+        f"{SEED}task-pending",
+    ]
+    assert defined["routingKey"].startswith(f"primary.{task_id}.")
+    assert defined["body"]["status"]["taskId"] == task_id
+    assert seed["body"]["version"] == "0.2.0"
+    # The ids are the log's: the seed message is the second message of the pending event.
+    seq = int(defined["id"].split(".")[0])
+    assert [defined["id"], pending["id"], seed["id"]] == [f"{seq}.0", f"{seq + 1}.0", f"{seq + 1}.1"]
+
+
+async def test_patterns_and_cc_routes_choose_what_is_sent(served: Served, api: Api) -> None:
+    url = served.stream_url(f"{TC}task-defined:route.watched.#")
+    async with following(url, ROOT) as reader:
+        await api.create_task()  # no route: not sent
+        watched, _ = await api.create_task(routes=["watched.here"])
+        await served.publish()
+        message = await reader.message()
+    assert message["body"]["status"]["taskId"] == watched
+    assert message["cc"] == ["route.watched.here"]
+
+
+async def test_last_event_id_resumes_without_a_gap(served: Served, api: Api) -> None:
+    url = served.stream_url(f"{TC}task-pending:#", f"{SEED}task-pending:#")
+    async with following(url, ROOT) as reader:
+        first, _ = await api.create_task()
+        await served.publish()
+        tc_message = await reader.message()
+        assert tc_message["body"]["status"]["taskId"] == first
+        # Gone after the tc message of the event, before its seed message.
+    missed = [(await api.create_task())[0] for _ in range(3)]
+    await served.publish()
+    for header in (True, False):
+        given = {"last-event-id": tc_message["id"]} if header else {}
+        query = {} if header else {"lastEventId": tc_message["id"]}
+        async with following(served.stream_url(*_bindings(url), **query), ROOT, given) as again:
+            seed = await again.message()
+            assert (seed["exchange"], seed["body"]["status"]["taskId"]) == (f"{SEED}task-pending", first)
+            replayed = [await again.message() for _ in range(2 * len(missed))]
+            assert [m["body"]["status"]["taskId"] for m in replayed] == [t for t in missed for _ in "ts"]
+            # Live events follow the replayed ones.
+            later, _ = await api.create_task()
+            await served.publish()
+            assert (await again.message())["body"]["status"]["taskId"] == later
+            assert (await again.message())["body"]["status"]["taskId"] == later
+        missed.append(later)  # the next reconnect, from the same id, is sent it too
+
+
+def _bindings(url: str) -> list[str]:
+    return [v for k, v in httpx.URL(url).params.multi_items() if k == "binding"]
+
+
+async def test_a_fresh_stream_s_opening_id_resumes_what_came_after_it(served: Served, api: Api) -> None:
+    url = served.stream_url(f"{TC}task-pending:#")
+    async with following(url, ROOT) as reader:
+        start = reader.last_id
+    assert start == str(served.feed.position)
+    task_id, _ = await api.create_task()  # while nobody follows
+    await served.publish()
+    async with following(url, ROOT, {"last-event-id": start}) as again:
+        assert (await again.message())["body"]["status"]["taskId"] == task_id
+
+
+async def test_an_id_the_log_no_longer_holds_says_what_was_missed(served: Served, api: Api) -> None:
+    await api.create_task()
+    await served.publish()
+    async with served.storage.reader() as session:
+        end = await event_log.end(session)
+    served.clock.advance(3600)
+    assert await event_log.prune_once(served.storage, served.clock() - 600_000) == end.newest
+    later, _ = await api.create_task()
+    await served.publish()
+    url = served.stream_url(f"{TC}task-defined:#")
+    async with following(url, ROOT, {"last-event-id": "0"}) as reader:
+        missed = await reader.event()
+        assert missed["event"] == "missed"
+        assert orjson.loads(missed["data"])["through"] == str(end.newest)
+        assert missed["id"] == str(end.newest)
+        assert (await reader.message())["body"]["status"]["taskId"] == later
+
+
+async def test_a_caller_sees_only_the_exchanges_its_scopes_name(served: Served, api: Api) -> None:
+    reader_creds = await create_client(api, "events/pending", f"events:stream:{TC}task-pending")
+    allowed = served.stream_url(f"{TC}task-pending:#")
+    refused = await get(served.stream_url(f"{TC}task-pending:#", f"{SEED}task-completed:#"), reader_creds)
+    assert_error(refused, 403, "InsufficientScopes", names=[f"events:stream:{SEED}task-completed"])
+    assert_error(
+        await get(allowed, None), 403, "InsufficientScopes", names=[f"events:stream:{TC}task-pending"]
+    )
+    async with following(allowed, reader_creds) as reader:
+        task_id, _ = await api.create_task()
+        await served.publish()
+        message = await reader.message()
+    assert (message["exchange"], message["body"]["status"]["taskId"]) == (f"{TC}task-pending", task_id)
+
+
+async def test_a_bewit_signs_the_stream_for_clients_that_cannot_send_headers(
+    served: Served, api: Api
+) -> None:
+    url = served.stream_url(f"{TC}task-pending:#")
+    resource = mohawk.base.Resource(
+        credentials={"id": ROOT.client_id, "key": ROOT.access_token, "algorithm": "sha256"},
+        method="GET",
+        ext="e30=",
+        url=url,
+        timestamp=int(time.time()) + 600,
+        nonce="",
+    )
+    signed = f"{url}&bewit={mohawk.bewit.get_bewit(resource).rstrip('=')}"
+    async with following(signed, None) as reader:
+        task_id, _ = await api.create_task()
+        await served.publish()
+        assert (await reader.message())["body"]["status"]["taskId"] == task_id
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ({}, ["binding is required"]),
+        ({"binding": f"{TC}task-pending:a..b"}, ["a..b", "word 2 is empty"]),
+        ({"binding": f"{TC}task-pending:a#"}, ["'a#'", "mixes a wildcard"]),
+        ({"binding": f"{TC}task-pending:**"}, ["'**'", "mixes a wildcard"]),
+        ({"binding": f"{TC}task-pending:"}, ["it is empty"]),
+        ({"binding": f"{TC}no-such-exchange:#"}, [f"'{TC}no-such-exchange'", "is not an exchange"]),
+        ({"binding": "v1/queue:task-defined:#"}, ["'v1/queue:task-defined'", "is not an exchange"]),
+        ({"binding": f"{TC}task-pending:#", "lastEventId": "x1"}, ["lastEventId", "'x1'"]),
+        ({"binding": f"{TC}task-pending:#", "colour": "red"}, ["'colour'", "is not known"]),
+        ({"binding": f"{TC}task-pending:a.\x00"}, ["word 2 holds a control character"]),
+        ({"binding": f"{TC}task-pending:" + "a." * 200}, ["longer than 255 bytes"]),
+        ({"binding": "é" * 5000}, ["is not an exchange"]),
+        ({"binding": ""}, ["'' is not an exchange"]),
+        ({"binding": f"{TC}task-pending:#", "lastEventId": "9" * 40}, ["lastEventId"]),
+        ({"binding": f"{TC}task-pending:#", "lastEventId": "-1"}, ["lastEventId", "'-1'"]),
+    ],
+)
+async def test_bad_input_is_a_400_naming_the_binding_and_rule(
+    served: Served, query: dict[str, str], names: list[str]
+) -> None:
+    url = f"{served.url}/api/events/v1/stream?{urlencode(query)}"
+    assert_error(await get(url, ROOT), 400, "InvalidRequestArguments", names=names)
+
+
+async def test_a_bad_last_event_id_header_is_a_400(served: Served) -> None:
+    url = served.stream_url(f"{TC}task-pending:#")
+    headers = {"authorization": hawk_header("GET", url, b"", ROOT), "last-event-id": "12.x"}
+    async with httpx.AsyncClient() as client:
+        response = await client.get(url, headers=headers)
+    assert_error(response, 400, "InvalidRequestArguments", names=["Last-Event-ID", "'12.x'"])
+
+
+async def test_too_many_bindings_are_refused(served: Served) -> None:
+    url = served.stream_url(*[f"{TC}task-pending:a{i}" for i in range(33)])
+    assert_error(await get(url, ROOT), 400, "InvalidRequestArguments", names=["at most 32"])
+
+
+async def test_an_idle_stream_sends_heartbeats(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events_v1, "HEARTBEAT_SECONDS", 0.05)
+    async with following(served.stream_url(f"{TC}task-pending:#"), ROOT) as reader:
+        while not reader.comments:
+            line = await asyncio.wait_for(anext(reader.lines), 10)
+            assert line in ("", ": heartbeat"), line
+            if line:
+                reader.comments.append(line)
+    assert reader.comments == [": heartbeat"]
+
+
+async def test_stopping_ends_the_streams_even_of_clients_that_do_not_read(served: Served) -> None:
+    url = served.stream_url(f"{TC}task-pending:#")
+    with contextlib.closing(await stuck_client(url)):
+        await until(lambda: served.feed.followers == 1)
+        async with following(url, ROOT) as reader:
+            served.feed.end_streams(grace=0.1)
+            rest = [line async for line in reader.lines]  # ends: the server closed the stream
+        assert rest == []
+        await until(lambda: served.feed.followers == 0)
+
+
+async def test_ping_and_index(served: Served) -> None:
+    async with httpx.AsyncClient() as client:
+        ping = (await client.get(f"{served.url}/api/events/v1/ping")).json()
+        index = (await client.get(f"{served.url}/api/events/v1/")).json()
+    assert ping["alive"] is True
+    assert index["service"] == "events"
+    assert [r["name"] for r in index["routes"]] == ["ping", "stream"]
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_the_server_goes_on(
+    served: Served, api: Api, storage: Storage, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = served.stream_url(f"{TC}task-defined:#")
+    with contextlib.closing(await stuck_client(url)):
+        await until(lambda: served.feed.followers == 1)
+        async with following(url, ROOT) as healthy:
+            big = {"status": {"taskId": "x"}, "padding": "x" * 50_000}
+            held = []
+            with caplog.at_level(logging.WARNING, "taskyard.events.feed"):
+                for round_ in range(200):  # up to 10 MB: far beyond every socket buffer on the way
+                    async with storage.transaction() as tx:
+                        await outbox.append_tx(tx, [Message("task-defined", f"k{round_}", big, [])])
+                    await served.publish()
+                    held.append(max((f.held for f in served.feed._followers), default=0))
+                    assert (await healthy.message())["routingKey"] == f"k{round_}"
+                    if served.feed.dropped:
+                        break
+            assert served.feed.dropped == 1, "the stuck client was never dropped"
+            assert max(held) <= served.feed.buffer  # never more than its buffer, however long it stalls
+            assert "dropped an event stream" in caplog.text
+            assert served.feed.followers == 1  # the healthy one goes on
+            await api.create_task()
+            await served.publish()
+            assert (await healthy.message())["exchange"] == f"{TC}task-defined"
+    async with httpx.AsyncClient() as client:
+        assert (await client.get(f"{served.url}/api/events/v1/ping")).status_code == 200
+
+
+async def stuck_client(url: str) -> socket.socket:
+    """A client that asks for `url` with a small receive buffer, and then never reads."""
+    parts = httpx.URL(url)
+    stuck = socket.socket()
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(stuck, (parts.host, parts.port))
+    target = url.removeprefix(f"http://{parts.host}:{parts.port}")
+    head = f"GET {target} HTTP/1.1\r\nHost: {parts.host}:{parts.port}\r\n"
+    stuck.send(f"{head}Authorization: {hawk_header('GET', url, b'', ROOT)}\r\n\r\n".encode())
+    return stuck
+
+
+async def test_relayed_events_are_logged_and_pruned_by_age(storage: Storage, clock: FakeClock) -> None:
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus, clock=clock)
+    for n in range(3):
+        async with storage.transaction() as tx:
+            await outbox.append_tx(tx, [Message("task-defined", f"k{n}", {"n": n}, [])])
+        await relay.relay_once()
+        clock.advance(60)
+    async with storage.reader() as session:
+        logged = await event_log.read(session, 0, 2**62, 10)
+        assert [e.message.routing_key for e in logged] == ["k0", "k1", "k2"]
+    # Older than 90 s: the first two.
+    assert await event_log.prune_once(storage, clock() - 90_000) == 2
+    async with storage.reader() as session:
+        end = await event_log.end(session)
+        assert [e.message.routing_key for e in await event_log.read(session, 0, 2**62, 10)] == ["k2"]
+    assert (end.pruned, end.newest) == (logged[1].id, logged[2].id)
+    assert await event_log.prune_once(storage, clock() - 90_000) == 0
+    await bus.close()
