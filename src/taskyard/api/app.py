@@ -20,7 +20,7 @@ from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
-from taskyard.api import artifacts_v1, auth_v1, authz, blobs, index, livelog_v1, queue_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, blobs, index, livelog_v1, metrics, openapi, queue_v1
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, check_params
@@ -193,7 +193,7 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         body = parse_json(raw, route)
         describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
         who = await _authenticate(services, route, request, raw)
-        if route.input is not None:
+        if route.input is not None and not route.service_checks_input:
             schema.validate(route.input, body, where="body")
         call = Call(
             route.name,
@@ -271,11 +271,15 @@ def build_app(services: Services) -> Starlette:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
+    routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
+    measured = metrics.Metrics(services.queue)
+    routes += measured.routes()
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
-        middleware=[Middleware(UnexpectedErrors)],
+        middleware=[Middleware(metrics.Timing, metrics=measured), Middleware(UnexpectedErrors)],
     )
+    app.state.metrics = measured
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
     return app
 
