@@ -264,10 +264,15 @@ def routes_for(
     return found
 
 
+def route_tables() -> dict[str, list[Route]]:
+    """Each service's route table: its index, its routes and its OpenAPI document."""
+    return {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+
+
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = blobs.routes(services.queue) + livelog_v1.routes(services.queue)
-    tables = {"queue": queue_v1.ROUTES + artifacts_v1.ROUTES, "auth": auth_v1.ROUTES}
+    tables = route_tables()
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
@@ -284,4 +289,4 @@ def build_app(services: Services) -> Starlette:
     return app
 
 
-__all__ = ["Services", "build_app", "dates"]
+__all__ = ["Services", "build_app", "dates", "route_tables"]

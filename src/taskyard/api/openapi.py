@@ -34,7 +34,7 @@ ERROR = schema.obj(
             {
                 "method": schema.string(),
                 "params": schema.obj(additional=schema.string()),
-                "payload": schema.any_of(schema.any_object(), schema.null(), schema.array()),
+                "payload": schema.anything(),  # the body as sent, whatever it was
                 "time": schema.date_time(),
             },
             required=["method", "params", "time"],

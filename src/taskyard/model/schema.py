@@ -111,6 +111,11 @@ def any_object() -> Schema:
     return obj()
 
 
+def anything() -> Schema:
+    """Any JSON value."""
+    return _Anything()
+
+
 def number() -> Schema:
     """Any finite number, integral or not."""
     return _Number()
@@ -192,6 +197,15 @@ class _Number(Schema):
 
     def json(self) -> dict[str, object]:
         return {"type": "number"}
+
+
+@dataclass(frozen=True)
+class _Anything(Schema):
+    def check(self, value: object, path: str) -> None:
+        pass
+
+    def json(self) -> dict[str, object]:
+        return {}
 
 
 @dataclass(frozen=True)
