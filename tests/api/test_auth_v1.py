@@ -298,3 +298,19 @@ async def test_bad_input_is_400(api: Api) -> None:
     bad_param = await call(api, "PUT", "/roles/p*", {"description": "d", "scopes": ["a<..>b<..>"]})
     assert_error(bad_param, 400, "InputError", names=["multiple"])
     assert_error(await call(api, "POST", "/scopes/expand", {"scopes": "a"}), 400, "InputValidationError")
+
+
+async def test_a_description_holding_nul_is_400_on_both_backends(api: Api) -> None:
+    """PostgreSQL's text can't hold NUL: it was a 500 there (schemathesis found it)."""
+    client = {"description": "a\x00b", "expires": EXPIRES, "scopes": []}
+    role = {"description": "a\x00b", "scopes": []}
+    for response in [
+        await call(api, "PUT", "/clients/nul", client),
+        await call(api, "POST", "/clients/nul", client),
+        await call(api, "PUT", "/roles/nul", role),
+        await call(api, "POST", "/roles/nul", role),
+    ]:
+        assert_error(response, 400, "InputValidationError", names=["body.description"])
+    await create_client(api, "nul")
+    role_ok = await call(api, "PUT", "/roles/nul", {"description": "tabs\tand\nnewlines", "scopes": []})
+    assert role_ok.status_code == 200, role_ok.text

@@ -192,8 +192,10 @@ class _Integer(Schema):
 @dataclass(frozen=True)
 class _Number(Schema):
     def check(self, value: object, path: str) -> None:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, int | float):
             _fail(path, _wrong_type("number", value))
+        if not math.isfinite(value):
+            _fail(path, "must be a finite number")
 
     def json(self) -> dict[str, object]:
         return {"type": "number"}
