@@ -84,7 +84,7 @@ MAX_DEPTH = 64
 
 
 def parse_json(raw: bytes, route: Route) -> Any:
-    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.input is None):
+    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.edge_input is None):
         return None
     try:
         body = orjson.loads(raw)
@@ -193,8 +193,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         body = parse_json(raw, route)
         describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
         who = await _authenticate(services, route, request, raw)
-        if route.input is not None and not route.service_checks_input:
-            schema.validate(route.input, body, where="body")
+        if route.edge_input is not None:
+            schema.validate(route.edge_input, body, where="body")
         call = Call(
             route.name,
             params,

@@ -120,6 +120,11 @@ class Route:
     # The 200 answer's schema, for the OpenAPI document (api/openapi.py); None: not described yet.
     output: schema.Schema | None = None
 
+    @property
+    def edge_input(self) -> schema.Schema | None:
+        """The body schema the edge checks (None: none, or the service checks it)."""
+        return None if self.service_checks_input else self.input
+
 
 def check_params(params: dict[str, str]) -> dict[str, str]:
     """Refuse path parameters that break their pattern; answers them unchanged (`run_id()` reads runId)."""
