@@ -47,7 +47,7 @@ from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay, append_tx
 from taskyard.events.port import EventBus
 from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
-from taskyard.model import slugid
+from taskyard.model import dates, slugid
 from taskyard.model.messages import Message, task_message
 from taskyard.queue.service import Queue
 from taskyard.storage import open_storage
@@ -121,7 +121,9 @@ class Counter:
 async def fill(storage: Storage, provisioner: str, n: int) -> None:
     for start in range(0, n, 100):
         async with storage.transaction() as tx:
-            await append_tx(tx, [pending_event(provisioner) for _ in range(min(100, n - start))])
+            await append_tx(
+                tx, [pending_event(provisioner) for _ in range(min(100, n - start))], now=dates.now_ms()
+            )
 
 
 async def measure_rate(storage: Storage, bus: AmqpBus, counter: Counter, provisioner: str, n: int) -> None:
@@ -156,7 +158,9 @@ async def measure_latency(
                 event = pending_event(provisioner, stamp=-1.0)
                 stamp = time.perf_counter()  # taken just before commit: the commit is part of it
                 body = dict(event.body, task={"tags": {"stamp": repr(stamp)}})
-                await append_tx(tx, [Message(event.exchange, event.routing_key, body, event.cc)])
+                await append_tx(
+                    tx, [Message(event.exchange, event.routing_key, body, event.cc)], now=dates.now_ms()
+                )
             await counter.wait_for(counter.count + counter.per_event)
             if i % 50 == 0:
                 await asyncio.sleep(0.01)  # let the loop breathe now and then, as a server's would

@@ -300,13 +300,17 @@ async def test_bad_input_is_400(api: Api) -> None:
     assert_error(await call(api, "POST", "/scopes/expand", {"scopes": "a"}), 400, "InputValidationError")
 
 
-async def test_a_nul_in_a_description_is_400_on_both_backends(api: Api) -> None:
-    """PostgreSQL's text cannot hold a NUL: a client's or role's description with one was a 500 there."""
+async def test_a_description_holding_nul_is_400_on_both_backends(api: Api) -> None:
+    """PostgreSQL's text can't hold NUL: it was a 500 there (schemathesis found it)."""
     client = {"description": "a\x00b", "expires": EXPIRES, "scopes": []}
     role = {"description": "a\x00b", "scopes": []}
-    for method, path, body in [("PUT", "/clients/nul", client), ("PUT", "/roles/nul", role)]:
-        refused = await call(api, method, path, body)
-        assert_error(refused, 400, "InputValidationError", names=["body.description", "NUL"])
+    for response in [
+        await call(api, "PUT", "/clients/nul", client),
+        await call(api, "POST", "/clients/nul", client),
+        await call(api, "PUT", "/roles/nul", role),
+        await call(api, "POST", "/roles/nul", role),
+    ]:
+        assert_error(response, 400, "InputValidationError", names=["body.description"])
     await create_client(api, "nul")
-    refused = await call(api, "POST", "/clients/nul", client)
-    assert_error(refused, 400, "InputValidationError", names=["body.description"])
+    role_ok = await call(api, "PUT", "/roles/nul", {"description": "tabs\tand\nnewlines", "scopes": []})
+    assert role_ok.status_code == 200, role_ok.text

@@ -20,12 +20,13 @@ async def test_a_service_index_lists_its_routes(api: Api, service: str, table: l
     assert reply.status_code == 200
     assert reply.headers["content-type"] == "application/json"
     body = reply.json()
-    assert {k: body[k] for k in ("service", "version", "taskyard", "docs", "openapi")} == {
+    assert {k: body[k] for k in ("service", "version", "taskyard", "docs", "openapi", "reference")} == {
         "service": service,
         "version": "v1",
         "taskyard": __version__,
         "docs": "/",
-        "openapi": None,
+        "openapi": f"/api/{service}/v1/openapi.json",
+        "reference": f"/api/{service}/v1/reference",
     }
     assert body["routes"] == [{"name": r.name, "method": r.method, "path": r.path} for r in table]
     assert {"name": "ping", "method": "GET", "path": "/ping"} in body["routes"]

@@ -374,3 +374,31 @@ def test_deep_nesting_is_an_input_validation_error() -> None:
 
 def test_non_string_keys_are_refused() -> None:
     assert error_of(schema.any_object(), {1: "a"}) == "body must have only string keys"
+
+
+@pytest.mark.parametrize("value", [0, 1.5, -2e10])
+def test_number_accepts_finite_numbers(value: object) -> None:
+    schema.validate(schema.number(), value)
+
+
+@pytest.mark.parametrize("value", [True, "1", None, math.inf, math.nan])
+def test_number_refuses_the_rest(value: object) -> None:
+    with pytest.raises(errors.InputValidationError, match=r"body must be a (finite )?number"):
+        schema.validate(schema.number(), value)
+
+
+def test_any_of_accepts_a_value_matching_one_choice_and_names_every_rule_otherwise() -> None:
+    rule = schema.any_of(schema.date_time(), schema.null())
+    schema.validate(rule, None)
+    schema.validate(rule, "2024-01-31T12:00:00.000Z")
+    with pytest.raises(errors.InputValidationError) as raised:
+        schema.validate(rule, 5)
+    assert raised.value.message == (
+        "body must match one of its forms: body must be a string, not an integer; body must be one of: null"
+    )
+
+
+def test_anything_accepts_any_json_value() -> None:
+    for value in (None, 1, "x", [1], {"a": {}}):
+        schema.validate(schema.anything(), value)
+    assert schema.anything().json() == {}

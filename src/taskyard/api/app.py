@@ -29,6 +29,8 @@ from taskyard.api import (
     events_v1,
     index,
     livelog_v1,
+    metrics,
+    openapi,
     queue_v1,
     scheduler_v1,
 )
@@ -101,7 +103,7 @@ MAX_DEPTH = 64
 
 
 def parse_json(raw: bytes, route: Route) -> Any:
-    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.input is None):
+    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.edge_input is None):
         return None
     try:
         body = orjson.loads(raw)
@@ -210,8 +212,8 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         body = parse_json(raw, route)
         describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
         who = await _authenticate(services, route, request, raw)
-        if route.input is not None:
-            schema.validate(route.input, body, where="body")
+        if route.edge_input is not None:
+            schema.validate(route.edge_input, body, where="body")
         call = Call(
             route.name,
             params,
@@ -310,13 +312,17 @@ def build_app(services: Services) -> Starlette:
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
+    routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
+    measured = metrics.Metrics(services.queue)
+    routes += measured.routes()
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
-        middleware=[Middleware(UnexpectedErrors)],
+        middleware=[Middleware(metrics.Timing, metrics=measured), Middleware(UnexpectedErrors)],
     )
+    app.state.metrics = measured
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
     return app
 
 
-__all__ = ["Services", "build_app", "dates"]
+__all__ = ["Services", "build_app", "dates", "service_tables"]

@@ -23,7 +23,7 @@ from taskyard.model.roles import RoleSet
 from taskyard.model.scopes import Template
 
 _SCOPES = schema.array(schema.string(pattern=r"^[\x20-\x7e]*$"), unique=True)
-_DESCRIPTION = schema.string(max_length=10240)
+_DESCRIPTION = schema.string(max_length=10240)  # no NUL, as every string (schema.string)
 CREATE_CLIENT = schema.obj(
     {
         "expires": schema.date_time(),

@@ -24,7 +24,8 @@ def service_index(service: str, table: list[Route]) -> dict[str, object]:
         "taskyard": __version__,
         "routes": [{"name": r.name, "method": r.method, "path": r.path} for r in table],
         "docs": "/",
-        "openapi": None,  # not built yet
+        "openapi": f"/api/{service}/{VERSION}/openapi.json",
+        "reference": f"/api/{service}/{VERSION}/reference",
     }
 
 
@@ -33,7 +34,9 @@ def root_page(root_url: str, services: list[str]) -> str:
     url = html.escape(root_url)
     indexes = "\n".join(
         f'<li><a href="/api/{s}/{VERSION}/"><code>{url}/api/{s}/{VERSION}/</code></a>: '
-        f"the {s} API, its routes as JSON</li>"
+        f"the {s} API, its routes as JSON; its "
+        f'<a href="/api/{s}/{VERSION}/reference">reference</a> and '
+        f'<a href="/api/{s}/{VERSION}/openapi.json">OpenAPI document</a></li>'
         for s in services
     )
     return f"""<!doctype html>
@@ -47,6 +50,7 @@ Use it with any TaskCluster client, setting <code>TASKCLUSTER_ROOT_URL={url}</co
 <ul>
 {indexes}
 </ul>
+<p>Prometheus metrics: <a href="/metrics"><code>{url}/metrics</code></a>.</p>
 <h2>The command line</h2>
 <pre>
 export TASKCLUSTER_ROOT_URL={url}

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import NotRequired, TypedDict
 
 from taskyard.api.routing import Body, Call, Route, run_id
-from taskyard.model import paging, schema
+from taskyard.model import paging, schema, task_definition
 from taskyard.model.identifiers import IDENT, SLUGID
 from taskyard.model.runs import EXCEPTION_REASONS
 from taskyard.model.scopes import Template
-from taskyard.model.status import ExceptionReason, StatusAnswer, TaskStatus
+from taskyard.model.status import STATUS_ANSWER, ExceptionReason, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
 from taskyard.queue import claims, groups, inspect, poll, tasks, workers
 from taskyard.queue.service import Queue, definition_of
@@ -110,6 +110,9 @@ class StatusEntry(TypedDict):
 
 class Statuses(TypedDict):
     statuses: list[StatusEntry]
+
+
+PING = schema.obj({"alive": schema.boolean(), "uptime": schema.number()}, required=["alive", "uptime"])
 
 
 class Ping(TypedDict):
@@ -338,7 +341,7 @@ RESOLVER_LOADS = ("schedulerId", "taskGroupId", "projectId")
 CREATE_TASK_SCOPES = tasks.CREATE_TASK_SCOPES
 
 ROUTES = [
-    Route("GET", "/ping", "ping", ping),
+    Route("GET", "/ping", "ping", ping, output=PING),
     Route("GET", "/__heartbeat__", "heartbeat", empty),
     Route("GET", "/__lbheartbeat__", "lbheartbeat", empty),
     Route("GET", "/__version__", "version", version),
@@ -363,7 +366,7 @@ ROUTES = [
         "experimental",
         scope_body=("taskIds",),
     ),
-    Route("GET", "/task/{taskId}/status", "status", status, "queue:status:<taskId>"),
+    Route("GET", "/task/{taskId}/status", "status", status, "queue:status:<taskId>", output=STATUS_ANSWER),
     Route(
         "GET",
         "/task-group/{taskGroupId}/list",
@@ -413,7 +416,17 @@ ROUTES = [
         list_dependent_tasks,
         "queue:list-dependent-tasks:<taskId>",
     ),
-    Route("PUT", "/task/{taskId}", "createTask", create_task, CREATE_TASK_SCOPES, loads=CREATE_TASK_LOADS),
+    Route(
+        "PUT",
+        "/task/{taskId}",
+        "createTask",
+        create_task,
+        CREATE_TASK_SCOPES,
+        task_definition.REQUEST,
+        loads=CREATE_TASK_LOADS,
+        service_checks_input=True,
+        output=STATUS_ANSWER,
+    ),
     Route(
         "POST",
         "/task/{taskId}/schedule",
@@ -421,6 +434,7 @@ ROUTES = [
         schedule_task,
         _as_resolver("schedule-task"),
         loads=RESOLVER_LOADS,
+        output=STATUS_ANSWER,
     ),
     Route(
         "POST",
@@ -429,6 +443,7 @@ ROUTES = [
         rerun_task,
         _as_resolver("rerun-task"),
         loads=RESOLVER_LOADS,
+        output=STATUS_ANSWER,
     ),
     Route(
         "POST",
@@ -437,6 +452,7 @@ ROUTES = [
         cancel_task,
         _as_resolver("cancel-task"),
         loads=RESOLVER_LOADS,
+        output=STATUS_ANSWER,
     ),
     Route(
         "POST",
@@ -494,9 +510,21 @@ ROUTES = [
     ),
     Route("POST", RUN + "/reclaim", "reclaimTask", reclaim_task, "queue:reclaim-task:<taskId>/<runId>"),
     Route(
-        "POST", RUN + "/completed", "reportCompleted", report_completed, "queue:resolve-task:<taskId>/<runId>"
+        "POST",
+        RUN + "/completed",
+        "reportCompleted",
+        report_completed,
+        "queue:resolve-task:<taskId>/<runId>",
+        output=STATUS_ANSWER,
     ),
-    Route("POST", RUN + "/failed", "reportFailed", report_failed, "queue:resolve-task:<taskId>/<runId>"),
+    Route(
+        "POST",
+        RUN + "/failed",
+        "reportFailed",
+        report_failed,
+        "queue:resolve-task:<taskId>/<runId>",
+        output=STATUS_ANSWER,
+    ),
     Route(
         "POST",
         RUN + "/exception",
@@ -504,6 +532,7 @@ ROUTES = [
         report_exception,
         "queue:resolve-task:<taskId>/<runId>",
         EXCEPTION,
+        output=STATUS_ANSWER,
     ),
     Route(
         "GET",

@@ -129,6 +129,16 @@ class Route:
     # Template parameters the service supplies from the record it loads (or the input it derives),
     # calling the guard the handler passes it. Empty: the edge checks the scopes before the handler.
     loads: tuple[str, ...] = ()
+    # The service validates `input` itself (createTask: it needs the body whole, defaults and all);
+    # the edge leaves it alone, and the document still shows it.
+    service_checks_input: bool = False
+    # The 200 answer's schema, for the OpenAPI document (api/openapi.py); None: not described yet.
+    output: schema.Schema | None = None
+
+    @property
+    def edge_input(self) -> schema.Schema | None:
+        """The body schema the edge checks (None: none, or the service checks it)."""
+        return None if self.service_checks_input else self.input
 
 
 def check_params(params: dict[str, str]) -> dict[str, str]:

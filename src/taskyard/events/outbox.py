@@ -37,11 +37,11 @@ BATCH = 500
 GATHER_SECONDS = 0.002
 
 
-async def append_tx(tx: Tx, messages: Sequence[Message]) -> None:
-    """Write `messages` to the outbox inside the caller's transaction."""
+async def append_tx(tx: Tx, messages: Sequence[Message], *, now: int) -> None:
+    """Write `messages` to the outbox inside the caller's transaction, dated `now` (epoch ms)."""
     if messages:
         rows = [
-            (m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode())
+            (m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode(), now)
             for m in messages
         ]
         await tx.executemany("insert_event", rows)

@@ -47,6 +47,10 @@ class Schema:
         """Raise InputValidationError naming `path` if `value` breaks the rule."""
         raise NotImplementedError
 
+    def json(self) -> dict[str, object]:
+        """The rule as JSON Schema (draft 2020-12, which OpenAPI 3.1 uses)."""
+        raise NotImplementedError
+
 
 def validate(schema: Schema, value: object, *, where: str = "body") -> None:
     """Check `value` against `schema`; the error message starts with the field's path, like `body.a.b`."""
@@ -115,6 +119,26 @@ def any_object() -> Schema:
     return obj()
 
 
+def anything() -> Schema:
+    """Any JSON value."""
+    return _Anything()
+
+
+def number() -> Schema:
+    """Any finite number, integral or not."""
+    return _Number()
+
+
+def any_of(*choices: Schema) -> Schema:
+    """A value matching at least one of `choices`."""
+    return _AnyOf(choices)
+
+
+def null() -> Schema:
+    """JSON's `null`."""
+    return _Enum((None,))
+
+
 def date_time() -> Schema:
     """A string holding an RFC 3339 date-time with a timezone, like `2024-01-31T12:00:00.000Z`."""
     return _DateTime()
@@ -154,6 +178,11 @@ class _String(Schema):
         if self.compiled is not None and self.compiled.search(value) is None:
             _fail(path, f"must match {self.pattern}")
 
+    def json(self) -> dict[str, object]:
+        pattern = self.pattern if self.pattern is not None or self.nul else "^[^\u0000]*$"
+        rule = {"pattern": pattern, "minLength": self.min_length, "maxLength": self.max_length}
+        return {"type": "string", **_given(rule)}
+
 
 @dataclass(frozen=True)
 class _Integer(Schema):
@@ -168,12 +197,58 @@ class _Integer(Schema):
         if self.maximum is not None and value > self.maximum:
             _fail(path, f"must be at most {self.maximum}")
 
+    def json(self) -> dict[str, object]:
+        return {"type": "integer", **_given({"minimum": self.minimum, "maximum": self.maximum})}
+
+
+@dataclass(frozen=True)
+class _Number(Schema):
+    def check(self, value: object, path: str) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            _fail(path, _wrong_type("number", value))
+        if not math.isfinite(value):
+            _fail(path, "must be a finite number")
+
+    def json(self) -> dict[str, object]:
+        return {"type": "number"}
+
+
+@dataclass(frozen=True)
+class _Anything(Schema):
+    def check(self, value: object, path: str) -> None:
+        pass
+
+    def json(self) -> dict[str, object]:
+        return {}
+
+
+@dataclass(frozen=True)
+class _AnyOf(Schema):
+    choices: tuple[Schema, ...]
+
+    def check(self, value: object, path: str) -> None:
+        problems: list[str] = []
+        for choice in self.choices:
+            try:
+                choice.check(value, path)
+            except errors.InputValidationError as exc:
+                problems.append(exc.message)
+            else:
+                return
+        _fail(path, "must match one of its forms: " + "; ".join(problems))
+
+    def json(self) -> dict[str, object]:
+        return {"anyOf": [choice.json() for choice in self.choices]}
+
 
 @dataclass(frozen=True)
 class _Boolean(Schema):
     def check(self, value: object, path: str) -> None:
         if not isinstance(value, bool):
             _fail(path, _wrong_type("boolean", value))
+
+    def json(self) -> dict[str, object]:
+        return {"type": "boolean"}
 
 
 @dataclass(frozen=True)
@@ -184,6 +259,9 @@ class _Enum(Schema):
         key = _freeze(value)
         if not any(_freeze(allowed) == key for allowed in self.values):
             _fail(path, "must be one of: " + ", ".join(_show(v) for v in self.values))
+
+    def json(self) -> dict[str, object]:
+        return {"enum": list(self.values)}
 
 
 @dataclass(frozen=True)
@@ -207,6 +285,15 @@ class _Array(Schema):
             _raise_any(path, problems)
         if self.unique:
             _check_unique(value, path)
+
+    def json(self) -> dict[str, object]:
+        rule = {
+            "items": None if self.items is None else self.items.json(),
+            "minItems": self.min_items,
+            "maxItems": self.max_items,
+            "uniqueItems": self.unique or None,
+        }
+        return {"type": "array", **_given(rule)}
 
 
 @dataclass(frozen=True)
@@ -234,6 +321,15 @@ class _Object(Schema):
                 _attempt(problems, self.additional, value[name], _child(path, name))
         _raise_any(path, problems)
 
+    def json(self) -> dict[str, object]:
+        additional = self.additional.json() if isinstance(self.additional, Schema) else self.additional
+        rule = {
+            "properties": {name: p.json() for name, p in self.properties.items()} or None,
+            "required": list(self.required) or None,
+            "additionalProperties": None if additional is True else additional,
+        }
+        return {"type": "object", **_given(rule)}
+
 
 @dataclass(frozen=True)
 class _DateTime(Schema):
@@ -247,8 +343,16 @@ class _DateTime(Schema):
         except (ValueError, OverflowError):
             _fail(path, "must be a date-time with a timezone, like 2024-01-31T12:00:00.000Z")
 
+    def json(self) -> dict[str, object]:
+        return {"type": "string", "format": "date-time"}
+
 
 # Helpers ------------------------------------------------------------------------------------
+
+
+def _given(rule: Mapping[str, object]) -> dict[str, object]:
+    """`rule` without the keywords left unset."""
+    return {key: value for key, value in rule.items() if value is not None}
 
 
 def _fail(path: str, rule: str) -> NoReturn:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Literal, NotRequired, TypedDict
 
-from taskyard.model.task_definition import Priority
+from taskyard.model import schema
+from taskyard.model.task_definition import PRIORITIES, Priority
 
 RunState = Literal["pending", "running", "completed", "failed", "exception"]
 TaskState = Literal["unscheduled", "pending", "running", "completed", "failed", "exception"]
@@ -64,3 +65,55 @@ class StatusAnswer(TypedDict):
     """What createTask, scheduleTask, rerunTask, cancelTask, the reports and `status` answer."""
 
     status: TaskStatus
+
+
+# The same shapes as JSON schemas, for the API's document and the tests that check real answers.
+_WHEN = schema.date_time()
+RUN_STATUS = schema.obj(
+    {
+        "runId": schema.integer(minimum=0),
+        "state": schema.enum("pending", "running", "completed", "failed", "exception"),
+        "reasonCreated": schema.enum("scheduled", "retry", "task-retry", "rerun", "exception"),
+        "reasonResolved": schema.enum(
+            "completed",
+            "failed",
+            "canceled",
+            "deadline-exceeded",
+            "claim-expired",
+            "worker-shutdown",
+            "malformed-payload",
+            "resource-unavailable",
+            "internal-error",
+            "intermittent-task",
+        ),
+        "workerGroup": schema.string(),
+        "workerId": schema.string(),
+        "takenUntil": _WHEN,
+        "scheduled": _WHEN,
+        "started": _WHEN,
+        "resolved": _WHEN,
+    },
+    required=["runId", "state", "reasonCreated", "scheduled"],
+    additional=False,
+)
+TASK_STATUS = schema.obj(
+    {
+        "taskId": schema.string(),
+        "provisionerId": schema.string(),
+        "workerType": schema.string(),
+        "taskQueueId": schema.string(),
+        "schedulerId": schema.string(),
+        "projectId": schema.string(),
+        "taskGroupId": schema.string(),
+        "priority": schema.enum(*PRIORITIES),
+        "deadline": _WHEN,
+        "expires": _WHEN,
+        "retriesLeft": schema.integer(minimum=0),
+        "state": schema.enum("unscheduled", "pending", "running", "completed", "failed", "exception"),
+        "runs": schema.array(RUN_STATUS),
+    },
+    required=list(TaskStatus.__annotations__),
+    additional=False,
+)
+STATUS_ANSWER = schema.obj({"status": TASK_STATUS}, required=["status"], additional=False)
+"""`StatusAnswer` as a JSON schema."""

@@ -50,6 +50,8 @@ DEADLINE_RESOLVER = "deadline-resolver"
 DEPENDENCY_RESOLVER = "dependency-resolver"
 EXPIRY_SWEEPER = "expiry-sweeper"
 SET_ASIDE_METRIC = "resolver_rows_set_aside_total"
+CLAIMS_METRIC = "claims_total"
+RESOLUTIONS_METRIC = "resolutions_total"
 T = TypeVar("T")
 
 
@@ -235,8 +237,36 @@ async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int)
 
 async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:
     if messages:
-        await outbox.append_tx(tx, messages)
+        await outbox.append_tx(tx, messages, now=q.clock())
         tx.after_commit(q.events_committed)
+        tx.after_commit(lambda: count_events(q.metrics, messages))
+
+
+RESOLVED_EXCHANGES = {"task-completed": "completed", "task-failed": "failed", "task-exception": "exception"}
+
+
+def count_events(metrics: Counters, messages: list[Message]) -> None:
+    """Count the claims and resolutions `messages` announce, once their transaction committed."""
+    for m in messages:
+        body = m.body if isinstance(m.body, dict) else {}
+        status = body.get("status")
+        queue = status.get("taskQueueId", "") if isinstance(status, dict) else ""
+        if m.exchange == "task-running":
+            metrics.inc(CLAIMS_METRIC, task_queue_id=str(queue))
+        elif m.exchange in RESOLVED_EXCHANGES:
+            metrics.inc(
+                RESOLUTIONS_METRIC, state=RESOLVED_EXCHANGES[m.exchange], reason=_reason(status, body)
+            )
+
+
+def _reason(status: object, body: dict[str, object]) -> str:
+    runs = status.get("runs") if isinstance(status, dict) else None
+    run_id = body.get("runId")
+    if isinstance(runs, list) and isinstance(run_id, int) and 0 <= run_id < len(runs):
+        run = runs[run_id]
+        if isinstance(run, dict):
+            return str(run.get("reasonResolved", ""))
+    return ""
 
 
 async def load(q: Queue, task_id: str) -> TaskRecord:

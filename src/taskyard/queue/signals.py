@@ -112,6 +112,10 @@ class Followers:
     def watching(self, key: str) -> int:
         return len(self._events.get(key, ()))
 
+    def count(self) -> int:
+        """Followers of every log."""
+        return sum(len(events) for events in self._events.values())
+
     def close(self) -> None:
         """The server is stopping: wake every follower, to send what is stored and end."""
         self.closed = True

@@ -128,7 +128,29 @@ ON CONFLICT (task_queue_id, worker_group, worker_id) DO UPDATE
        recent_tasks = excluded.recent_tasks
 
 -- name: insert_event
-INSERT INTO outbox (exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4)
+INSERT INTO outbox (exchange, routing_key, cc, body, created) VALUES ($1, $2, $3, $4, $5)
+
+-- name: metrics_pending
+-- Per task queue: pending runs and the oldest one's insertion time; the $1 queues with the most.
+SELECT task_queue_id, count(*) AS pending, min(inserted) AS oldest
+  FROM pending_runs
+ GROUP BY task_queue_id
+ ORDER BY count(*) DESC, task_queue_id
+ LIMIT $1
+
+-- name: metrics_claimed
+-- Per task queue: running tasks (the partial index on running tasks keeps this to them).
+SELECT task_queue_id, count(*) AS claimed
+  FROM tasks
+ WHERE state = 'running'
+ GROUP BY task_queue_id
+ ORDER BY count(*) DESC, task_queue_id
+ LIMIT $1
+
+-- name: metrics_outbox
+-- Events not yet relayed (counted up to $1) and when the oldest was written.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) AS capped) AS depth,
+       (SELECT created FROM outbox ORDER BY id LIMIT 1) AS oldest
 
 -- name: log_event
 INSERT INTO event_log (published, exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4, $5)
