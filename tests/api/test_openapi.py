@@ -89,7 +89,7 @@ def test_schema_rules_as_json_schema() -> None:
     }
     assert schema.obj(additional=schema.string()).json() == {
         "type": "object",
-        "additionalProperties": {"type": "string"},
+        "additionalProperties": {"type": "string", "pattern": r"^[^\u0000]*$"},  # no NUL, the default
     }
 
 

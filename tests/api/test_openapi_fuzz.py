@@ -28,7 +28,9 @@ from taskyard.auth import static
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.queue import livelogs
+from taskyard.queue.poll import PollKeys
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
 from tests.api.conftest import BASE, ROOT, hawk_header
 from tests.conftest import QUEUE_ISSUER, ROOT_TOKEN, SECRET_KEY
@@ -78,9 +80,10 @@ class Server:
             config,
             credentials_issuer=QUEUE_ISSUER,
             live_log_urls=livelogs.StreamUrls(BASE, SECRET_KEY),
+            poll_keys=PollKeys(BASE, SECRET_KEY),
         )
         await queue.start()
-        app = build_app(Services(queue=queue, auth=auth))
+        app = build_app(Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand)))
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         return httpx.AsyncClient(transport=transport, base_url=BASE)
 
@@ -127,3 +130,15 @@ def test_queue_api(case: schemathesis.Case, server: Server) -> None:
 @FUZZ
 def test_auth_api(case: schemathesis.Case, server: Server) -> None:
     check(case, server.send(case, "auth"))
+
+
+@SCHEMAS["scheduler"].parametrize()
+@FUZZ
+def test_scheduler_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "scheduler"))
+
+
+def test_every_service_is_fuzzed() -> None:
+    """A service added to the route tables gets a test above, or this fails naming it."""
+    fuzzed = {name.removeprefix("test_").removesuffix("_api") for name in globals() if name.endswith("_api")}
+    assert set(SCHEMAS) <= fuzzed

@@ -179,7 +179,7 @@ class _String(Schema):
             _fail(path, f"must match {self.pattern}")
 
     def json(self) -> dict[str, object]:
-        pattern = self.pattern if self.pattern is not None or self.nul else "^[^\u0000]*$"
+        pattern = self.pattern if self.pattern is not None or self.nul else r"^[^\u0000]*$"
         rule = {"pattern": pattern, "minLength": self.min_length, "maxLength": self.max_length}
         return {"type": "string", **_given(rule)}
 
