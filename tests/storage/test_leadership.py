@@ -55,6 +55,11 @@ async def test_a_leader_whose_connection_is_lost_is_replaced(
             )
         finally:
             await admin.close()
+        # pg_terminate_backend only signals the backend: its lock goes when it has exited.
+        for _ in range(200):
+            if await other.lead("expiry-sweeper"):
+                break
+            await asyncio.sleep(0.05)
         assert await other.lead("expiry-sweeper")
         for _ in range(200):  # until the driver has seen the termination arrive
             if not await storage.lead("expiry-sweeper"):
