@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import quote, unquote
 
+from taskyard.model import azure_queue
 from tests.api.fuzzing import HOST, Answer, Req
 
 if TYPE_CHECKING:
@@ -44,6 +45,7 @@ class Azure:
     messages: list[Message]
     foreign: list[Message]  # messages of another task queue's queues
     stale: list[str] = field(default_factory=list)  # receipts replaced since
+    signer: azure_queue.SasSigner | None = None  # the deployment's: signs tampered SAS fields
 
     def names(self) -> list[str]:
         return [entry["signedPollUrl"].split("/_azure/")[1].split("/")[0] for entry in self.queues]
@@ -89,6 +91,8 @@ def build(b: Builder, method: str, path_template: str) -> Req:  # noqa: C901 (on
     path, pairs = _split(url)
     if "signature" in b.flaws:
         pairs = _tamper_sas(b, pairs)
+        if az.signer is not None and b.v.chance(0.6):  # signed anew: the changed field is checked
+            pairs = _resign(az.signer, path, pairs)
     if "query" in b.flaws:
         pairs = _bad_query(b, pairs)
     if "path" in b.flaws:
@@ -154,6 +158,23 @@ def _tamper_sas(b: Builder, pairs: list[tuple[str, str]]) -> list[tuple[str, str
     }
     value = rng.choice(values[name]) if v.chance(0.7) else v.url_part(v.text())
     return [(n, value if n == name else x) for n, x in pairs]
+
+
+def _resign(signer: azure_queue.SasSigner, path: str, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`pairs` with `sig` made by the deployment's key over the SAS fields as they now are."""
+    fields = {n: unquote(x) for n, x in pairs}
+    name = unquote(path).split("/_azure/")[-1].split("/")[0]
+    sas = azure_queue.Sas(
+        fields.get("sv", ""),
+        fields.get("st", ""),
+        fields.get("se", ""),
+        fields.get("sp", ""),
+        "",
+        ip=fields.get("sip", ""),
+        protocol=fields.get("spr", ""),
+    )
+    sig = quote(signer._sign(name, sas), safe="")
+    return [(n, sig if n == "sig" else x) for n, x in pairs]
 
 
 def _bad_query(b: Builder, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

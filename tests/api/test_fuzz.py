@@ -190,7 +190,9 @@ async def poll_queues(api: Api) -> fuzz_azure.Azure:
     message of another task queue's (for requests that name it on the wrong queue)."""
     await api.create_task(priority="lowest")
     await api.create_task(taskQueueId=OTHER_TASK_QUEUE, priority="lowest")
-    azure = fuzz_azure.Azure(await poll_urls(api, OTHER_TASK_QUEUE), [], [])
+    keys = api.queue.poll_keys
+    assert keys is not None
+    azure = fuzz_azure.Azure(await poll_urls(api, OTHER_TASK_QUEUE), [], [], signer=keys.sas)
     await receive(api, azure)
     azure.foreign, azure.messages = azure.messages, []
     azure.queues = await poll_urls(api, TASK_QUEUE_ID)
