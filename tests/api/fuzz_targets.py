@@ -113,8 +113,9 @@ def _route_targets(r: BaseRoute, prefix: str) -> list[Target]:
 
 
 def valid_bodies(now: int) -> dict[str, Any]:
-    """A body each route with an input schema accepts (and createTask's, checked by the queue):
-    conftest's `valid_body()` for the queue's routes, and the auth service's here."""
+    """A body each route with an input schema accepts (and those of CHECKED_BODIES, checked by their
+    services): conftest's `valid_body()` for the queue's routes, the auth service's here, and a
+    final-form graph (fuzz_graphs picks each request's body, of either form)."""
     queue = {r.name: valid_body(r.name, now) for r in TABLES["/api/queue/v1"]}
     graph = fuzz_graphs.final_form(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskGroupId"][::-1])
     tomorrow = dates.to_iso(now + dates.DAY)
