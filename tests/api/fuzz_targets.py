@@ -1,8 +1,10 @@
 """What the fuzzer aims at: every route the app serves, and how to build hostile requests for it.
 
-`targets(app)` reads the routes from the built app itself, so a route added later is fuzzed
-without anyone listing it here; a route of a kind this module cannot build requests for is
-`uncovered()`, and test_fuzz fails naming it.
+`targets(app)` reads the routes from the built app itself (walking a `Mount`'s routes), so a route
+added later is fuzzed without anyone listing it here, and so is a service added to
+`service_tables()`; a route of a kind this module cannot build requests for is `uncovered()`, and
+test_fuzz fails naming it. The scheduler's graph bodies are in `fuzz_graphs`, the Azure-queue
+endpoint's requests in `fuzz_azure`.
 """
 
 from __future__ import annotations
@@ -15,18 +17,23 @@ from typing import Any
 from urllib.parse import quote, unquote, urlencode
 
 from starlette.applications import Starlette
+from starlette.routing import BaseRoute, Mount
 from starlette.routing import Route as StarletteRoute
 
-from taskyard.api import artifacts_v1, auth_v1, blobs, livelog_v1, queue_v1
+from taskyard.api import app as api_app
+from taskyard.api import blobs, livelog_v1
 from taskyard.api.routing import Route
 from taskyard.auth import hawk
 from taskyard.model import dates
+from tests.api import fuzz_azure, fuzz_graphs
 from tests.api.conftest import GOOD_PARAMS, valid_body
 from tests.api.fuzz_values import Values
 from tests.api.fuzzing import HOST, Req
 
-# The API tables build_app() serves, by prefix. A table served elsewhere is uncovered until listed.
-TABLES = {"/api/queue/v1": queue_v1.ROUTES + artifacts_v1.ROUTES, "/api/auth/v1": auth_v1.ROUTES}
+# The API tables build_app() serves, by prefix: every service's, as the app takes them.
+TABLES = {f"/api/{name}/v1": table for name, table in api_app.service_tables().items()}
+# Routes that read a body their table declares no input schema for: the service checks it.
+CHECKED_BODIES = {"createTask", *fuzz_graphs.NAMES}
 SPECIAL = {blobs.PATH: "blob", livelog_v1.PATH: "livelog"}
 INDEXES = {"/", *(p + s for p in TABLES for s in ("", "/"))}
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"]
@@ -38,7 +45,7 @@ ARTIFACT_HEADERS = ["range", "if-none-match", "if-modified-since", "if-range", "
 class Target:
     """One route of the app: what kind it is, its method and path template, its table entry."""
 
-    kind: str  # "table", "blob", "livelog" or "index"
+    kind: str  # "table", "blob", "livelog", "azure" or "index"
     method: str
     path: str  # the app's template, prefix included: /api/queue/v1/task/{taskId}
     route: Route | None = None
@@ -68,6 +75,8 @@ class State:
     sign_livelog: Any  # (task_id, run_id, expires) -> URL
     put_urls: list[str]  # upload URLs of s3 artifacts (text/plain), each good for one upload
     bodies: dict[str, Any] = field(default_factory=dict)
+    graphs: dict[str, fuzz_graphs.Graph] = field(default_factory=dict)  # by taskGraphId
+    azure: fuzz_azure.Azure = field(default_factory=lambda: fuzz_azure.Azure([], [], []))
 
 
 def _table_route(prefix_path: str, method: str) -> Route | None:
@@ -80,26 +89,35 @@ def _table_route(prefix_path: str, method: str) -> Route | None:
 
 def targets(app: Starlette) -> list[Target]:
     """Every (route, method) the app answers, as a Target; unknown kinds have kind "unknown"."""
-    found = []
-    for r in app.routes:
-        assert isinstance(r, StarletteRoute), r
-        for method in sorted((r.methods or set()) - {"HEAD"}) or ["GET"]:
-            table = _table_route(r.path, method)
-            if table is not None:
-                found.append(Target("table", method, r.path, table))
-            elif r.path in SPECIAL:
-                found.append(Target(SPECIAL[r.path], method, r.path))
-            elif r.path in INDEXES:
-                found.append(Target("index", method, r.path))
-            else:
-                found.append(Target("unknown", method, r.path))
+    return [t for r in app.routes for t in _route_targets(r, "")]
+
+
+def _route_targets(r: BaseRoute, prefix: str) -> list[Target]:
+    if isinstance(r, Mount):
+        return [t for sub in r.routes for t in _route_targets(sub, prefix + r.path)]
+    assert isinstance(r, StarletteRoute), r
+    path, found = prefix + r.path, []
+    for method in sorted((r.methods or set()) - {"HEAD"}) or ["GET"]:
+        table = _table_route(path, method)
+        if table is not None:
+            found.append(Target("table", method, path, table))
+        elif path in SPECIAL:
+            found.append(Target(SPECIAL[path], method, path))
+        elif path in INDEXES:
+            found.append(Target("index", method, path))
+        elif path == fuzz_azure.PREFIX or path.startswith(fuzz_azure.PREFIX + "/"):
+            found.append(Target("azure", method, path))
+        else:
+            found.append(Target("unknown", method, path))
     return found
 
 
 def valid_bodies(now: int) -> dict[str, Any]:
-    """A body each route with an input schema accepts (and createTask's, checked by the queue):
-    conftest's `valid_body()` for the queue's routes, and the auth service's here."""
+    """A body each route with an input schema accepts (and those of CHECKED_BODIES, checked by their
+    services): conftest's `valid_body()` for the queue's routes, the auth service's here, and a
+    final-form graph (fuzz_graphs picks each request's body, of either form)."""
     queue = {r.name: valid_body(r.name, now) for r in TABLES["/api/queue/v1"]}
+    graph = fuzz_graphs.final_form(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskGroupId"][::-1])
     tomorrow = dates.to_iso(now + dates.DAY)
     client = {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]}
     role = {"scopes": ["queue:status:*"], "description": "fuzzed"}
@@ -126,6 +144,8 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "expandScopes": {"scopes": ["assume:fuzz-role"]},
         "authenticateHawk": {"method": "get", "resource": "/", "host": HOST, "port": 80},
         "testAuthenticate": {"clientScopes": ["a:*"], "requiredScopes": ["a:b"]},
+        "createTaskGraph": graph,
+        "extendTaskGraph": fuzz_graphs.extend_final(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskId"][::-1]),
     }
 
 
@@ -138,7 +158,7 @@ def uncovered(found: list[Target], state: State) -> list[str]:
         params = [p.split(":")[0] for p in _params(t.path)]
         missing += [f"{t.name}: no good value for {{{p}}}" for p in params if p not in state.good]
         r = t.route
-        if r is not None and (r.input is not None or r.name == "createTask") and r.name not in state.bodies:
+        if r is not None and (r.input is not None or r.name in CHECKED_BODIES) and r.name not in state.bodies:
             missing.append(f"{t.name}: no valid body")
     return missing
 
@@ -177,6 +197,7 @@ class Builder:
         self.rng = values.rng
         self.state = state
         self.flaws: set[str] = set()
+        self.params: dict[str, str] = {}  # the good values the request's path was built from
 
     def build(self, t: Target) -> Req:
         """A valid call of `t` with a few flaws (sometimes none), unsigned one time in five."""
@@ -188,6 +209,8 @@ class Builder:
             return self._blob(method)
         if t.kind == "livelog":
             return self._livelog(method)
+        if t.kind == "azure":
+            return fuzz_azure.build(self, method, t.path)
         path = self._path(t)
         query = self._query() if "query" in self.flaws else ""
         body, content_type = self._body(t, method)
@@ -198,16 +221,22 @@ class Builder:
     def _path(self, t: Target) -> str:
         params = _params(t.path)
         hostile = self.rng.choice(params) if params and "path" in self.flaws else None
-        path = t.path
+        path, self.params = t.path, {}
         for p in params:
-            value = self._good(p.split(":")[0], t)
+            value = self.params[p] = self._good(p.split(":")[0], t)
             encoded = self.v.url_part(self.v.text()) if p == hostile else quote(value, safe="")
             path = path.replace("{" + p + "}", encoded)
         return self._reshape(path) if "reshape" in self.flaws else path
 
     def _good(self, name: str, t: Target) -> str:
-        if name == "taskId" and t.route is not None and t.route.name == "createTask":
+        route = t.route.name if t.route is not None else ""
+        if (name, route) == ("taskId", "createTask"):
             return self.fresh_slug()
+        if (name, route) == ("taskGraphId", "createTaskGraph") and self.v.chance(0.85):
+            return self.fresh_slug()  # else one of arrange()'s graphs: create-or-compare
+        graph = self.state.graphs.get(self.params.get("taskGraphId", ""))
+        if (name, route) == ("taskId", "inspectTask") and graph is not None and self.v.chance(0.8):
+            return self.rng.choice(graph.task_ids)  # a task of the graph the path names
         return self.rng.choice(self.state.good[name])
 
     def _reshape(self, path: str) -> str:
@@ -250,6 +279,9 @@ class Builder:
     def _body(self, t: Target, method: str) -> tuple[bytes, str | None]:
         valid = self.state.bodies.get(t.route.name) if t.route is not None else None
         v = self.v
+        if t.route is not None and t.route.name in fuzz_graphs.NAMES:
+            graph = self.state.graphs.get(self.params.get("taskGraphId", ""))
+            valid = fuzz_graphs.body(self, v.chance, t.route.name, graph, self.state.now)
         if t.route is not None and t.route.name == "createTask" and v.chance(0.8):
             valid = valid | {"taskGroupId": self.fresh_slug()}  # a group no seal has closed
         if isinstance(valid, dict) and "scopes" in valid and v.chance(0.3):

@@ -393,3 +393,18 @@ async def test_a_queue_found_empty_shows_a_message_put_on_it_afterwards(api: Api
     assert updated.status_code == 204
     (again,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))  # the update told
     assert again["MessageId"] == message["MessageId"]
+
+
+async def test_a_message_id_that_could_not_be_ours_is_not_found(api: Api) -> None:
+    # Found by the fuzzer: a NUL in the message id reached PostgreSQL, which refuses it (a 500).
+    await api.create_task()
+    entry = (await poll_urls(api))["queues"][-1]
+    (message,) = parse_messages(await send(api, "GET", entry["signedPollUrl"]))
+    for bad_id in ("\x00*", message["MessageId"] + "\x00", message["MessageId"].upper(), "x" * 300):
+        url = delete_url(entry, {**message, "MessageId": quote(bad_id, safe="")})
+        azure_error(await send(api, "PUT", url + "&visibilitytimeout=30"), 404, "MessageNotFound")
+        azure_error(await send(api, "DELETE", url), 404, "MessageNotFound")
+    proof = {"messageId": "\x00" + message["MessageId"], "receipt": message["PopReceipt"]}
+    refused = await api.call("POST", f"/task/{decoded(message)['taskId']}/runs/0/claim", {**WORKER, **proof})
+    assert 400 <= refused.status_code < 500, refused.text
+    assert (await send(api, "DELETE", delete_url(entry, message))).status_code == 204

@@ -1,8 +1,9 @@
 """Hostile requests at every route the app serves: never a 5xx, never a hang, every 4xx a JSON error.
 
-The routes come from the built app (`fuzz_targets.targets`): the queue's and the auth service's
-tables, the index pages, the signed `_blobs` and `_livelog` URLs, each with its own method and with
-wrong ones (HEAD, OPTIONS, PATCH ...). Requests are sent as a server hands them over
+The routes come from the built app (`fuzz_targets.targets`): every service's table (queue, auth,
+scheduler), the index pages, the signed `_blobs` and `_livelog` URLs and the poll protocol's
+Azure-queue endpoint (whose 4xx must be Azure's XML error instead), each with its own method and
+with wrong ones (HEAD, OPTIONS, PATCH ...). Requests are sent as a server hands them over
 (`fuzzing.send`), signed with valid root credentials, with a task's temporary credentials, with
 mutated Hawk headers, or not at all. Paths, queries, bodies (valid ones from the schemas, mutated
 field by field; broken JSON; bodies at the size limit), headers and encodings are all fuzzed.
@@ -23,7 +24,7 @@ import random
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import orjson
 import pytest
@@ -34,6 +35,7 @@ from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.queue.livelogs import StreamUrls
+from tests.api import fuzz_azure, fuzz_graphs
 from tests.api.conftest import GOOD_PARAMS, ROOT, TASK_QUEUE_ID, Api, Credentials
 from tests.api.fuzz_targets import TABLES, Builder, Creds, State, Target, targets, uncovered, valid_bodies
 from tests.api.fuzz_values import Values
@@ -48,6 +50,7 @@ BLOB_LIMIT = 1000
 HANG_SECONDS = 60.0  # a request this slow is hung: a normal one takes milliseconds
 MAX_SHOWN = 20
 UPLOADS = 20  # upload URLs for the fuzzer to use up
+OTHER_TASK_QUEUE = "fuzz-prov/fuzz-other"
 KNOWN_TASKS = 6  # the tasks requests aim at: arrange()'s two, then the newest the run created
 
 
@@ -89,6 +92,8 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
     expires = dates.to_iso(api.clock() + dates.HOUR)
     put_urls = await artifacts(api, task_id, expires)
     client_token = await auth_records(api, expires)
+    graphs = await task_graphs(api)
+    azure = await poll_queues(api)
 
     def sign_livelog(task: str, run: str, until: int) -> str:
         signature = live_log_urls.signer.sign((task, run, str(until)))
@@ -104,6 +109,10 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         "clientId": ["fuzz/client", "fuzz/other"],
         "roleId": ["fuzz-role", "client-id:fuzz/client"],
         "key": [f"{task_id}/0/public/fuzz.txt"],
+        "taskGraphId": [*graphs, slugid.nice()],
+        "queue": azure.names(),
+        "message_id": [m.message_id for m in azure.messages],
+        "rest": ["x"],
     }
     return State(
         now=api.clock(),
@@ -118,6 +127,8 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         sign_livelog=sign_livelog,
         put_urls=put_urls,
         bodies=valid_bodies(api.clock()),
+        graphs=graphs,
+        azure=azure,
     )
 
 
@@ -153,8 +164,61 @@ async def auth_records(api: Api, expires: str) -> str:
     return str(client.json()["accessToken"])
 
 
+async def task_graphs(api: Api) -> dict[str, fuzz_graphs.Graph]:
+    """A running graph in each form, with a body that extends it (and so a third, extended)."""
+    now, found = api.clock(), {}
+    first, second = slugid.nice(), slugid.nice()
+    forms = [
+        (fuzz_graphs.final_form(now, first, second), fuzz_graphs.extend_final(now, first, slugid.nice())),
+        (fuzz_graphs.label_form(now), fuzz_graphs.extend_label(now)),
+    ]
+    for create, extend in forms:
+        graph_id = slugid.nice()
+        prefix = "/api/scheduler/v1/task-graph/" + graph_id
+        made = await api.call("PUT", "", create, prefix=prefix)
+        assert made.status_code == 200, made.text
+        extended = await api.call("POST", "/extend", extend, prefix=prefix)
+        assert extended.status_code == 200, extended.text
+        inspected = await api.call("GET", "/inspect", prefix=prefix)
+        task_ids = [t["taskId"] for t in inspected.json()["tasks"]]
+        found[graph_id] = fuzz_graphs.Graph(create, extend, task_ids)
+    return found
+
+
+async def poll_queues(api: Api) -> fuzz_azure.Azure:
+    """pollTaskUrls' queues of the fuzzer's task queue with the messages received on them, and a
+    message of another task queue's (for requests that name it on the wrong queue)."""
+    await api.create_task(priority="lowest")
+    await api.create_task(taskQueueId=OTHER_TASK_QUEUE, priority="lowest")
+    keys = api.queue.poll_keys
+    assert keys is not None
+    azure = fuzz_azure.Azure(await poll_urls(api, OTHER_TASK_QUEUE), [], [], signer=keys.sas)
+    await receive(api, azure)
+    azure.foreign, azure.messages = azure.messages, []
+    azure.queues = await poll_urls(api, TASK_QUEUE_ID)
+    await receive(api, azure)
+    assert azure.messages and azure.foreign
+    return azure
+
+
+async def poll_urls(api: Api, task_queue_id: str) -> list[dict[str, str]]:
+    urls = await api.call("GET", "/poll-task-url/" + task_queue_id)
+    assert urls.status_code == 200, urls.text
+    queues: list[dict[str, str]] = urls.json()["queues"]
+    return queues
+
+
+async def receive(api: Api, azure: fuzz_azure.Azure) -> None:
+    """Get the messages of the lowest priority's queue, as the run learns them."""
+    url = azure.queues[-1]["signedPollUrl"] + "&numofmessages=32"
+    got = await api.client.get(url)
+    assert got.status_code == 200, got.text
+    fuzz_azure.learn(azure, Req("GET", urlsplit(url).path), Answer(200, {}, got.content))
+
+
 def verdict(req: Req, answer: Answer) -> str | None:
-    """What is wrong with the answer, if anything."""
+    """What is wrong with the answer, if anything. Under the Azure-queue prefix (as the server
+    decodes the path), a 4xx is Azure's XML error; everywhere else TaskCluster's JSON one."""
     status = answer.status
     if status == 0:
         return "no answer at all"
@@ -164,7 +228,11 @@ def verdict(req: Req, answer: Answer) -> str | None:
         status == 303 and "location" in answer.headers and req.method in ("GET", "HEAD")
     ):
         return f"unexpected redirect {status}"  # getArtifact's 303 only (the method flaw may reach it)
-    if status >= 400 and not answer.json_error() and not (req.method == "HEAD" and not answer.body):
+    if status < 400 or (req.method == "HEAD" and not answer.body):
+        return None
+    if unquote(req.path).startswith(fuzz_azure.PREFIX):
+        return None if fuzz_azure.azure_error(answer) else f"{status} without Azure's XML error body"
+    if not answer.json_error():
         return f"{status} without the JSON error body"
     return None
 
@@ -207,9 +275,8 @@ async def fuzz(app: Starlette, builder: Builder, chosen: list[Target], count: in
             if watchdog.blocked is not None:
                 run.failures.append(watchdog.blocked + f"the event loop for over {watchdog.timeout} s")
                 watchdog.blocked = None
-            created = answer is not None and answer.status == 200
-            if created and target.route is not None and target.route.name == "createTask":
-                learn_task(builder.state, unquote(req.path.rsplit("/", 1)[1]))
+            if answer is not None:
+                learn(builder.state, target, req, answer)
 
 
 async def answer_to(app: Starlette, n: int, target: Target, req: Req, run: Run) -> Answer | None:
@@ -222,6 +289,14 @@ async def answer_to(app: Starlette, n: int, target: Target, req: Req, run: Run) 
         return None
     run.record(n, target, req, answer)
     return answer
+
+
+def learn(state: State, target: Target, req: Req, answer: Answer) -> None:
+    """What later requests may aim at: tasks and graphs the run created, messages it received."""
+    if target.kind == "azure":
+        fuzz_azure.learn(state.azure, req, answer)
+    elif answer.status == 200 and target.route is not None and target.route.name == "createTask":
+        learn_task(state, unquote(req.path.rsplit("/", 1)[1]))
 
 
 def learn_task(state: State, task_id: str) -> None:
@@ -307,9 +382,15 @@ async def test_every_route_the_app_serves_is_a_fuzz_target(
     chosen = targets(app)
     missing = uncovered(chosen, state)
     assert not missing, "teach tests/api/fuzz_targets.py these routes:\n" + "\n".join(missing)
-    assert {t.kind for t in chosen} == {"table", "blob", "livelog", "index"}
+    assert {t.kind for t in chosen} == {"table", "blob", "livelog", "azure", "index"}
     names = {t.route.name for t in chosen if t.route is not None}
     assert {"createTask", "claimWork", "createClient", "getArtifact", "testAuthenticate"} <= names
+    assert {"createTaskGraph", "extendTaskGraph", "inspectTask", "pollTaskUrls"} <= names
+    azure = {t.path for t in chosen if t.kind == "azure"}
+    assert {
+        fuzz_azure.PREFIX + "/{queue}/messages",
+        fuzz_azure.PREFIX + "/{queue}/messages/{message_id}",
+    } <= azure
 
     # A route it knows nothing of, added to the app, is named.
     app.router.routes.append(StarletteRoute("/api/hooks/v1/hooks/{hookId}", lambda r: None, methods=["PUT"]))

@@ -144,8 +144,17 @@ def message_text(task_id: str, run_id: int, signature: str) -> str:
     return base64.b64encode(body).decode()
 
 
+_MESSAGE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def new_message_id() -> str:
     return str(uuid.uuid4())
+
+
+def could_be_message_id(value: str) -> bool:
+    """Whether `value` has the shape of our message ids (a lowercase UUID): anything else names no
+    message, and is not sent to the database (where a NUL in it is an error of its own)."""
+    return _MESSAGE_ID.fullmatch(value) is not None
 
 
 def new_pop_receipt() -> str:

@@ -209,7 +209,7 @@ async def peek_messages(q: Queue, queue: str, query: Mapping[str, str]) -> list[
 async def _held_message_tx(tx: Tx, q: Queue, queue: str, message_id: str, receipt: str) -> Row:
     """The message, locked, if `receipt` is its current pop receipt; 404 or 400 otherwise."""
     row = None
-    if len(message_id) <= 64:
+    if azure_queue.could_be_message_id(message_id):
         row = await tx.fetchrow("get_poll_message_for_update", message_id, queue, q.clock())
     if row is None:
         raise azure_queue.message_not_found()
@@ -225,7 +225,9 @@ async def delete_message(q: Queue, queue: str, message_id: str, query: Mapping[s
     receipt = azure_queue.check_pop_receipt(query.get("popreceipt"))
 
     async def delete(tx: Tx) -> None:
-        if len(message_id) <= 64 and await tx.execute("delete_held_poll_message", message_id, queue, receipt):
+        if azure_queue.could_be_message_id(message_id) and await tx.execute(
+            "delete_held_poll_message", message_id, queue, receipt
+        ):
             return  # the common case in one statement; otherwise find out why, for the right error
         await _held_message_tx(tx, q, queue, message_id, receipt)
 
