@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +17,7 @@ from taskyard.queue import claims, resolvers, tasks
 from taskyard.queue.service import Queue
 from taskyard.scheduler import graphs, reactions
 from taskyard.scheduler.service import Scheduler
+from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 from tests.conftest import FakeClock
 from tests.queue.helpers import definition, new_id
@@ -342,6 +344,33 @@ async def test_the_sweep_acts_on_resolutions_no_event_told_of(
     assert await reactions.sweep(scheduler) == 1
     assert await graph_state(scheduler, gid) == "finished"
     assert await reactions.sweep(scheduler) == 0
+
+
+async def test_the_sweep_runs_in_the_process_that_leads_it(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock, db_url: str
+) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("a SQLite database has one process, which always leads")
+    gid, a = new_id(), new_id()
+    await create(scheduler, gid, graph(node(clock, a)))
+    found = await claims.claim_pending(queue, TQ, WORKER, 1)
+    await claims.report(queue, found[0]["status"]["taskId"], 0, "completed", "completed")
+    leader = await open_storage(db_url)  # another process, which leads the sweep
+    assert await leader.lead(reactions.SWEEPER)
+    scheduler.sweep_interval = 0.05
+    sweeping = asyncio.create_task(reactions.run_forever(scheduler))
+    try:
+        await asyncio.sleep(0.3)  # six rounds, none of them this process's
+        assert await graph_state(scheduler, gid) == "running"
+        await leader.close()  # this process takes over on its next round
+        for _ in range(200):
+            if await graph_state(scheduler, gid) == "finished":
+                break
+            await asyncio.sleep(0.05)
+        assert await graph_state(scheduler, gid) == "finished"
+    finally:
+        sweeping.cancel()
+        await leader.close()
 
 
 async def test_a_task_may_also_depend_on_tasks_outside_the_graph(

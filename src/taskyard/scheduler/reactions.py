@@ -17,7 +17,6 @@ the queue's dependency resolver satisfies when a task completes (also after a re
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -28,6 +27,7 @@ from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX
 from taskyard.model import runs, task_graph
 from taskyard.model.errors import ResourceNotFound
 from taskyard.model.messages import graph_message
+from taskyard.queue import resolvers
 from taskyard.queue import service as queue_service
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage.port import Row, Tx
@@ -114,13 +114,15 @@ def subscribe(s: Scheduler, bus: EventBus, profiles: tuple[str, ...]) -> Callabl
     return bus.consume(queue_name(s), [(name, pattern) for name in names], heard)
 
 
+SWEEPER = "task-graph-sweeper"  # the job's name, in logs and for `Storage.lead`
+
+
 async def run_forever(s: Scheduler) -> None:
-    """Sweep for resolutions no event told of, every `sweep_interval` (more often while it finds
-    some), until cancelled."""
-    while True:
-        try:
-            while await sweep(s) >= SWEEP_BATCH:
-                pass
-        except Exception:
-            log.exception("task-graph scheduler sweep failed; retrying in %.1fs", s.sweep_interval)
-        await asyncio.sleep(s.sweep_interval)
+    """Sweep for resolutions no event told of, every `sweep_interval` (again at once while it
+    finds a full batch), until cancelled; in one process at a time across a deployment (the
+    sweep's reactions are idempotent, so two for a moment do no harm)."""
+
+    async def full_batches() -> int:
+        return 1 if await sweep(s) >= SWEEP_BATCH else 0
+
+    await resolvers.run_forever(SWEEPER, full_batches, s.sweep_interval, lead=s.storage.lead)
