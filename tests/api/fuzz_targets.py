@@ -35,7 +35,12 @@ TABLES = {f"/api/{name}/v1": table for name, table in api_app.service_tables().i
 # Routes that read a body their table declares no input schema for: the service checks it.
 CHECKED_BODIES = {"createTask", *fuzz_graphs.NAMES}
 SPECIAL = {blobs.PATH: "blob", livelog_v1.PATH: "livelog"}
-INDEXES = {"/", *(p + s for p in TABLES for s in ("", "/"))}
+# Pages without parameters: `/`, each service's index, OpenAPI document and reference, /metrics.
+INDEXES = {
+    "/",
+    "/metrics",
+    *(p + s for p in TABLES for s in ("", "/", "/openapi.json", "/reference")),
+}
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"]
 QUERY_NAMES = ["limit", "continuationToken", "quarantined", "prefix", "follow", "e", "s", "u", "ce", "bewit"]
 ARTIFACT_HEADERS = ["range", "if-none-match", "if-modified-since", "if-range", "accept-encoding"]
