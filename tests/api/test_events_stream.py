@@ -356,7 +356,9 @@ async def test_a_client_that_stops_reading_is_dropped_and_the_server_goes_on(
             with caplog.at_level(logging.WARNING, "taskyard.events.feed"):
                 for round_ in range(200):  # up to 10 MB: far beyond every socket buffer on the way
                     async with storage.transaction() as tx:
-                        await outbox.append_tx(tx, [Message("task-defined", f"k{round_}", big, [])])
+                        await outbox.append_tx(
+                            tx, [Message("task-defined", f"k{round_}", big, [])], now=served.clock()
+                        )
                     await served.publish()
                     held.append(max((f.held for f in served.feed._followers), default=0))
                     assert (await healthy.message())["routingKey"] == f"k{round_}"
@@ -391,7 +393,7 @@ async def test_relayed_events_are_logged_and_pruned_by_age(storage: Storage, clo
     relay = OutboxRelay(storage, bus, clock=clock)
     for n in range(3):
         async with storage.transaction() as tx:
-            await outbox.append_tx(tx, [Message("task-defined", f"k{n}", {"n": n}, [])])
+            await outbox.append_tx(tx, [Message("task-defined", f"k{n}", {"n": n}, [])], now=clock())
         await relay.relay_once()
         clock.advance(60)
     async with storage.reader() as session:
@@ -405,3 +407,17 @@ async def test_relayed_events_are_logged_and_pruned_by_age(storage: Storage, clo
     assert (end.pruned, end.newest) == (logged[1].id, logged[2].id)
     assert await event_log.prune_once(storage, clock() - 90_000) == 0
     await bus.close()
+
+
+async def test_metrics_count_the_streams_served(served: Served) -> None:
+    async def subscribers() -> str:
+        async with httpx.AsyncClient() as client:
+            text = (await client.get(f"{served.url}/metrics")).text
+        return next(
+            line for line in text.splitlines() if line.startswith("taskyard_event_stream_subscribers")
+        )
+
+    assert await subscribers() == "taskyard_event_stream_subscribers 0.0"
+    async with following(served.stream_url(f"{TC}task-defined:#"), ROOT):
+        await until(lambda: served.feed.followers == 1)
+        assert await subscribers() == "taskyard_event_stream_subscribers 1.0"

@@ -313,7 +313,7 @@ def build_app(services: Services) -> Starlette:
         routes += routes_for("/api/events/v1", tables["events"], services)
     routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
     routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
-    measured = metrics.Metrics(services.queue)
+    measured = metrics.Metrics(services.queue, feed=services.events)
     routes += measured.routes()
     app = Starlette(
         routes=routes,

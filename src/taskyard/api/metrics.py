@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from taskyard.events.feed import EventFeed
 from taskyard.model import dates
 from taskyard.queue import service
 from taskyard.queue.service import Queue
@@ -73,8 +74,9 @@ async def read_snapshot(queue: Queue, taken: float) -> Snapshot:
 class QueueCollector(Collector):
     """Turns a snapshot and the queue's counters into metric families at each scrape."""
 
-    def __init__(self, queue: Queue) -> None:
+    def __init__(self, queue: Queue, feed: EventFeed | None = None) -> None:
         self.queue = queue
+        self.feed = feed
         self.snapshot: Snapshot | None = None
 
     def collect(self) -> Iterator[Metric]:
@@ -86,6 +88,17 @@ class QueueCollector(Collector):
         )
         followers.add_metric([], self.queue.live_log_followers.count())
         yield followers
+        if self.feed is not None:
+            streams = GaugeMetricFamily(
+                "taskyard_event_stream_subscribers",
+                "Event streams (GET /api/events/v1/stream) this process serves.",
+            )
+            streams.add_metric([], self.feed.followers)
+            dropped = CounterMetricFamily(
+                "taskyard_event_stream_dropped", "Event streams dropped for not reading, since the start."
+            )
+            dropped.add_metric([], self.feed.dropped)
+            yield from (streams, dropped)
 
 
 def _gauges(snap: Snapshot) -> Iterator[Metric]:
@@ -131,9 +144,11 @@ def _counters(queue: Queue) -> Iterator[Metric]:
 class Metrics:
     """The app's registry, its request-latency histogram and the cached database snapshot."""
 
-    def __init__(self, queue: Queue, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, queue: Queue, *, feed: EventFeed | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.collector = QueueCollector(queue)
+        self.collector = QueueCollector(queue, feed)
         self.registry.register(self.collector)
         self.latency = Histogram(
             "taskyard_request_duration_seconds",
