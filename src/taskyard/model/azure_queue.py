@@ -122,8 +122,15 @@ def queue_name(provisioner_id: str, worker_type: str, priority_rank: int) -> str
     return f"{QUEUE_PREFIX}-{_hashed(provisioner_id)}-{_hashed(worker_type)}-{priority_rank}"
 
 
+@functools.lru_cache(maxsize=4096)
+def queue_names(task_queue_id: str) -> tuple[str, ...]:
+    """Every priority's poll queue of `provisionerId/workerType`, highest first."""
+    provisioner_id, _, worker_type = task_queue_id.partition("/")
+    return tuple(queue_name(provisioner_id, worker_type, rank) for rank in range(7, 0, -1))
+
+
 class Signatures:
-    """Seed 000's message signature: base64 HMAC-SHA256 over `<taskId>/<runId>` with a
+    """A message's signature (docs/poll.md, Messages): base64 HMAC-SHA256 over `<taskId>/<runId>` with a
     server-side key derived from the deployment's secret key."""
 
     def __init__(self, secret_key: str) -> None:
@@ -159,7 +166,7 @@ def could_be_message_id(value: str) -> bool:
 
 def new_pop_receipt() -> str:
     """An opaque receipt like Azure's: standard base64, so it holds `+`, `/` and `=` that a
-    client must percent-encode (seed 001 warns of it)."""
+    client must percent-encode in a delete URL (docs/poll.md, A worker's round)."""
     return base64.b64encode(secrets.token_bytes(18) + b"\x01").decode()
 
 

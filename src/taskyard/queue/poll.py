@@ -1,4 +1,4 @@
-"""The poll protocol (seeds 000 and 001): pollTaskUrls, the Azure-queue messages, and what claimTask
+"""The poll protocol (docs/poll.md): pollTaskUrls, the Azure-queue messages, and what claimTask
 checks of a message it is given.
 
 Every run that becomes pending gets a message `{taskId, runId, signature}` on the queue of its task
@@ -68,7 +68,8 @@ class PollTaskUrls(TypedDict):
 
 @dataclass(frozen=True)
 class MessageProof:
-    """What a claimTask body may quote of the message it was polled from (seed 000)."""
+    """What a claimTask body may quote of the message it was polled from (docs/poll.md, claimTask
+    with a message)."""
 
     message_id: str | None = None
     receipt: str | None = None
@@ -265,7 +266,7 @@ async def update_message(
 
 
 async def check_claim_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int, proof: MessageProof) -> None:
-    """What claimTask checks of the message it quotes (seed 000): the signature is this run's, the
+    """What claimTask checks of the message it quotes (docs/poll.md): the signature is this run's, the
     message is this run's, and the receipt is its current pop receipt. 403 if not; 400 for a
     messageId without a receipt or the other way round."""
     if (proof.message_id is None) != (proof.receipt is None):
@@ -303,7 +304,8 @@ async def backfill_messages(q: Queue) -> int:
             rows = await tx.fetch("pending_runs_after", after, BACKFILL_BATCH)
             for row in rows:
                 rec = service.record_from_row(row)
-                await service.insert_poll_message_tx(tx, rec, row["pending_run_id"], q.clock())
+                name = await service.insert_poll_message_tx(tx, rec, row["pending_run_id"], q.clock())
+                tx.notify(service.POLL_CHANNEL, name)
         total += len(rows)
         if len(rows) < BACKFILL_BATCH:
             return total

@@ -107,8 +107,18 @@ class Queue:
     async def start(self) -> None:
         """Listen for pending-task, poll-message and live-log notifications from other processes."""
         await self.storage.listen(PENDING_CHANNEL, self.signals.notify)
+        await self.storage.listen(PENDING_CHANNEL, self._pending_poll_message)
         await self.storage.listen(LIVE_LOG_CHANNEL, self.live_log_followers.notify)
         await self.storage.listen(POLL_CHANNEL, self.empty_poll_queues.heard)
+
+    def _pending_poll_message(self, task_queue_id: str | None) -> None:
+        """A run of `task_queue_id` became pending, so one of its poll queues has a new message: the
+        pending notification stands for the poll one, which a new run's commit need not send too."""
+        if task_queue_id is None:
+            self.empty_poll_queues.heard(None)
+            return
+        for name in azure_queue.queue_names(task_queue_id):
+            self.empty_poll_queues.heard(name)
 
 
 def dumps(value: object) -> str:
@@ -192,7 +202,8 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
     if change.priority_changed:
         await tx.execute("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
         if rec.state == "pending":  # the old queue's message is dropped as stale when met
-            await insert_poll_message_tx(tx, rec, len(rec.runs) - 1, q.clock())
+            name = await insert_poll_message_tx(tx, rec, len(rec.runs) - 1, q.clock())
+            tx.notify(POLL_CHANNEL, name)  # a process that knew the new queue empty must look again
     if change.enqueue_run is not None:
         await enqueue_tx(q, tx, rec, change.enqueue_run)
     if change.resolution is not None:
@@ -219,8 +230,10 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
-async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> None:
-    """Put the pending run's message on the poll queue of its task queue and current priority."""
+async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> str:
+    """Put the pending run's message on the poll queue of its task queue and current priority;
+    answer that queue's name. The caller tells other processes (a new pending run's notification
+    on PENDING_CHANNEL does, see `Queue._pending_poll_message`)."""
     rank = task_definition.priority_rank(rec.priority)
     name = azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
     await tx.execute(
@@ -232,7 +245,7 @@ async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int)
         inserted=now,
         expires=rec.deadline,
     )
-    tx.notify(POLL_CHANNEL, name)  # a process that knew the queue empty must look again
+    return name
 
 
 async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:
