@@ -954,7 +954,7 @@ async def poll_queues(session: Session, root: Creds, task_queue_id: str) -> list
 async def poll_round(
     session: Session, queues: list[dict[str, str]], count: int
 ) -> tuple[dict[str, str] | None, list[Message]]:
-    """One round as seed 001 says: the queues in order, up to the first that holds messages."""
+    """One round as docs/poll.md says: the queues in order, up to the first that holds messages."""
     for entry in queues:
         _, content = await session.unsigned("poll", "GET", f"{entry['signedPollUrl']}&numofmessages={count}")
         found = MESSAGE.findall(content)
@@ -1045,7 +1045,7 @@ async def phase_poll_dispatch(
     api: Api, root: Creds, server: Server, args: argparse.Namespace
 ) -> dict[str, Any]:
     """Delay from createTask's response until a polling worker (1 s sleep after an empty round, as
-    seed 001 says) has the message."""
+    docs/poll.md says) has the message."""
     w, samples = args.dispatch_workers, args.poll_samples
     print(f"  poll dispatch: {w} poll workers, 1 s after an empty round; {samples} tasks one at a time")
     task_queue_id = new_queue("polldispatch")

@@ -87,7 +87,7 @@ class WorkerConfig:
     # How often new log lines are sent to the server for the live log.
     live_log_interval: float = 1.0
     # How it finds work: "claim-work" (claimWork's long poll) or "poll" (pollTaskUrls, the Azure-queue
-    # messages and claimTask, as seed 001 describes).
+    # messages and claimTask; docs/poll.md).
     protocol: str = "claim-work"
     # amqp://... to hear of its runs' cancellations from RabbitMQ (the status check then slows to a
     # safety net); empty: the status check alone.

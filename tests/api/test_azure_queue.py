@@ -1,4 +1,4 @@
-"""The poll protocol through the app, as seed 001 tells a worker: pollTaskUrls, Get Messages on the
+"""The poll protocol through the app, as docs/poll.md tells a worker: pollTaskUrls, Get Messages on the
 signed poll URL (raw HTTP, XML), claimTask with the message's proof, Delete on the signed delete URL;
 and the Azure-queue endpoint's redelivery, peek, update and errors. Both databases."""
 
@@ -80,7 +80,7 @@ async def test_seed_001_round_trip(api: Api) -> None:
     for entry in urls["queues"]:
         assert "{{messageId}}" in entry["signedDeleteUrl"] and "{{popReceipt}}" in entry["signedDeleteUrl"]
         assert "sig=" in entry["signedPollUrl"] and "sp=rp" in entry["signedPollUrl"]
-    # Seed 001: poll the queues in order; every queue before `high` is empty.
+    # A worker polls the queues in order; every queue before `high` is empty.
     for entry in urls["queues"][: PRIORITIES.index("high")]:
         assert parse_messages(await send(api, "GET", entry["signedPollUrl"])) == []
     (message,) = parse_messages(await send(api, "GET", high["signedPollUrl"] + "&numofmessages=4"))

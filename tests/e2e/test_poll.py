@@ -1,6 +1,6 @@
 """The poll protocol against a real server: Microsoft's `azure-storage-queue` SDK on the queue URLs
 pollTaskUrls hands out, and TaskCluster's 1.x client's `pollTaskUrls` with a claim and a delete as
-seed 001 describes them. Both databases."""
+docs/poll.md describes them. Both databases."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_the_legacy_client_polls_claims_and_deletes(
         queue.createTask(options["taskId"], options["task"])
         urls = queue.pollTaskUrls(options["provisionerId"], options["workerType"])
         found = None
-        for entry in urls["queues"]:  # seed 001: in the order given
+        for entry in urls["queues"]:  # in the order given
             reply = requests.get(entry["signedPollUrl"] + "&numofmessages=4")
             reply.raise_for_status()
             messages = ET.fromstring(reply.content).findall("QueueMessage")

@@ -1,4 +1,4 @@
-"""The poll worker's rules (seed 001) against a local HTTP server playing the queue and its poll
+"""The poll worker's rules (docs/poll.md) against a local HTTP server playing the queue and its poll
 queues: which messages are deleted, which kept, what is logged. The real server's side of the same
 conversation is in tests/api/test_azure_queue.py and tests/e2e/test_poll_worker.py."""
 

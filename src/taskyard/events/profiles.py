@@ -149,8 +149,9 @@ def _tc(message: Message) -> list[Envelope]:
 
 
 def _seed_graph(message: Message) -> list[Envelope]:
-    """A task graph's event as the seed announces it: the status structure (and the blocking taskId)
-    on `v1/scheduler:<name>`, keyed `_._._._._._.<schedulerId>.<taskGraphId>.<graph routing>`."""
+    """A task graph's event in the seed profile (docs/scheduler.md, Events): the status structure
+    (and the blocking taskId) on `v1/scheduler:<name>`, keyed
+    `_._._._._._.<schedulerId>.<taskGraphId>.<graph routing>`."""
     if message.exchange not in SEED_SCHEDULER_EXCHANGES:
         return []
     status = message.body["status"]

@@ -126,15 +126,17 @@ class Followers:
 
 class EmptyPollQueues:
     """Which poll queues this process knows to be empty, and until when, so that a worker polling
-    the empty queues above its work (seed 001 polls every priority in order) costs no query.
+    the empty queues above its work (a poll worker reads every priority in order: docs/poll.md)
+    costs no query.
 
     A queue is marked empty after a query found no visible message in it, until the first of its
     messages that is invisible now becomes visible again (forever when it has none). Every commit
-    that can make a message visible early (a new message; an Update Message that shortens a
-    visibility) notifies POLL_CHANNEL with the queue's name, in this process and others; hearing
-    it clears the mark. A query that began before a notification for its queue arrived can't set
-    a mark (`snapshot`), so a message committed during the query is never hidden. Notifications
-    possibly lost (`heard(None)`) clear everything.
+    that can make a message visible early clears the mark, in this process and others: a new
+    pending run by its PENDING_CHANNEL notification (every poll queue of its task queue), a
+    message moved by a priority change or an Update Message that shortens a visibility by one on
+    POLL_CHANNEL with the queue's name. A query that began before a notification for its queue
+    arrived can't set a mark (`snapshot`), so a message committed during the query is never
+    hidden. Notifications possibly lost (`heard(None)`) clear everything.
     """
 
     LIMIT = 50_000  # names remembered; past it, everything is forgotten (and marks start afresh)

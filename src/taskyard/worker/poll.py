@@ -1,4 +1,5 @@
-"""`taskyard worker --protocol poll`: find work as seed 001 tells a worker to, instead of claimWork.
+"""`taskyard worker --protocol poll`: find work through pollTaskUrls and the poll queues instead of
+claimWork, following the worker's round of docs/poll.md.
 
 pollTaskUrls gives one queue per priority, highest first (asked again before its URLs expire).
 One round polls them in that order with `numofmessages` up to the free capacity and stops at the
