@@ -35,9 +35,10 @@ TABLES = {f"/api/{name}/v1": table for name, table in api_app.service_tables().i
 # Routes that read a body their table declares no input schema for: the service checks it.
 CHECKED_BODIES = {"createTask", *fuzz_graphs.NAMES}
 SPECIAL = {blobs.PATH: "blob", livelog_v1.PATH: "livelog"}
-# Pages without parameters: `/`, each service's index, OpenAPI document and reference, /metrics.
+# Pages without parameters: `/api`, each service's index, OpenAPI document and reference, /metrics.
 INDEXES = {
-    "/",
+    "/api",
+    "/api/",
     "/metrics",
     *(p + s for p in TABLES for s in ("", "/", "/openapi.json", "/reference")),
 }
@@ -50,7 +51,7 @@ ARTIFACT_HEADERS = ["range", "if-none-match", "if-modified-since", "if-range", "
 class Target:
     """One route of the app: what kind it is, its method and path template, its table entry."""
 
-    kind: str  # "table", "blob", "livelog", "azure" or "index"
+    kind: str  # "table", "blob", "livelog", "azure", "index" or "ui" (the web UI's pages and forms)
     method: str
     path: str  # the app's template, prefix included: /api/queue/v1/task/{taskId}
     route: Route | None = None
@@ -112,6 +113,8 @@ def _route_targets(r: BaseRoute, prefix: str) -> list[Target]:
             found.append(Target("index", method, path))
         elif path == fuzz_azure.PREFIX or path.startswith(fuzz_azure.PREFIX + "/"):
             found.append(Target("azure", method, path))
+        elif not path.startswith("/api/"):
+            found.append(Target("ui", method, path))
         else:
             found.append(Target("unknown", method, path))
     return found

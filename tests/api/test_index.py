@@ -24,7 +24,7 @@ async def test_a_service_index_lists_its_routes(api: Api, service: str, table: l
         "service": service,
         "version": "v1",
         "taskyard": __version__,
-        "docs": "/",
+        "docs": "/api",
         "openapi": f"/api/{service}/v1/openapi.json",
         "reference": f"/api/{service}/v1/reference",
     }
@@ -32,8 +32,9 @@ async def test_a_service_index_lists_its_routes(api: Api, service: str, table: l
     assert {"name": "ping", "method": "GET", "path": "/ping"} in body["routes"]
 
 
-async def test_the_root_page_says_what_is_here(api: Api) -> None:
-    reply = await api.client.get("/")
+@pytest.mark.parametrize("path", ["/api", "/api/"])
+async def test_the_api_page_says_what_is_here(api: Api, path: str) -> None:
+    reply = await api.client.get(path)
     assert reply.status_code == 200
     assert reply.headers["content-type"].startswith("text/html")
     page = reply.text

@@ -142,7 +142,7 @@ async def test_the_reference_page(api: Api) -> None:
     assert '<section id="createTask">' in page and 'href="openapi.json"' in page
     assert "queue:create-task:" in page  # the scopes, shown
     assert "<script" not in page
-    root = (await api.client.get("/")).text
+    root = (await api.client.get("/api")).text
     assert 'href="/api/queue/v1/reference"' in root and 'href="/metrics"' in root
 
 

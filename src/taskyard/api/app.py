@@ -52,6 +52,7 @@ from taskyard.model.errors import (
 )
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.ui import app as ui_app
 
 
 @dataclass
@@ -249,6 +250,8 @@ async def not_found(request: Request, exc: Exception) -> Response:
     protocol's Azure-queue prefix, in Azure's words."""
     if request.url.path.startswith(azure_queue.PREFIX):
         return azure_queue.unmatched(request)
+    if ui_app.wants_page(request) and request.method in ("GET", "HEAD"):
+        return await ui_app.not_found(request.app.state.ui, request)
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
@@ -311,7 +314,9 @@ def build_app(services: Services) -> Starlette:
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)
-    routes += index.routes(services.root_url, tables)  # `/` and `/api/<service>/v1/`
+    routes += index.routes(services.root_url, tables)  # `/api` and `/api/<service>/v1/`
+    ui, pages = ui_app.routes(services)  # the web UI: `/`, `/tasks/...`, `/groups/...`
+    routes += pages
     routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
     measured = metrics.Metrics(services.queue, feed=services.events)
     routes += measured.routes()
@@ -321,6 +326,7 @@ def build_app(services: Services) -> Starlette:
         middleware=[Middleware(metrics.Timing, metrics=measured), Middleware(UnexpectedErrors)],
     )
     app.state.metrics = measured
+    app.state.ui = ui
     app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
     return app
 

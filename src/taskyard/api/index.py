@@ -1,5 +1,6 @@
-"""What is served here: `/api/<service>/v1/` answers a JSON index of the service's routes, and `/`
-a small page naming the deployment, its API indexes and how to use the command line. Public."""
+"""What is served here: `/api/<service>/v1/` answers a JSON index of the service's routes, and `/api`
+a small page naming the deployment, its API indexes and how to use the command line. Public. (`/` is
+the web UI's dashboard.)"""
 
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ def service_index(service: str, table: list[Route]) -> dict[str, object]:
         "version": VERSION,
         "taskyard": __version__,
         "routes": [{"name": r.name, "method": r.method, "path": r.path} for r in table],
-        "docs": "/",
+        "docs": "/api",
         "openapi": f"/api/{service}/{VERSION}/openapi.json",
         "reference": f"/api/{service}/{VERSION}/reference",
     }
 
 
 def root_page(root_url: str, services: list[str]) -> str:
-    """The page `/` answers: what this deployment is and where to go from here."""
+    """The page `/api` answers: what this deployment is and where to go from here."""
     url = html.escape(root_url)
     indexes = "\n".join(
         f'<li><a href="/api/{s}/{VERSION}/"><code>{url}/api/{s}/{VERSION}/</code></a>: '
@@ -44,6 +45,7 @@ def root_page(root_url: str, services: list[str]) -> str:
 <head><meta charset="utf-8"><title>taskyard {__version__}</title></head>
 <body>
 <h1>taskyard {__version__}</h1>
+<p><a href="/">The dashboard</a>: task queues, groups, tasks and workers in the browser.</p>
 <p>TaskCluster's queue (and the auth service it needs), served at <code>{url}</code>.
 Use it with any TaskCluster client, setting <code>TASKCLUSTER_ROOT_URL={url}</code>.</p>
 <h2>APIs</h2>
@@ -67,7 +69,7 @@ taskyard --help                       # every command
 
 
 def routes(root_url: str | None, tables: dict[str, list[Route]]) -> list[StarletteRoute]:
-    """`GET /`, and `GET /api/<service>/v1/` (with or without the final `/`) for each table."""
+    """`GET /api`, and `GET /api/<service>/v1/` (with or without the final `/`) for each table."""
     found = []
     for service, table in tables.items():
         body = service_index(service, table)
@@ -82,4 +84,8 @@ def routes(root_url: str | None, tables: dict[str, list[Route]]) -> list[Starlet
         here = root_url or str(request.base_url).rstrip("/")
         return HTMLResponse(root_page(here, list(tables)))
 
-    return [*found, StarletteRoute("/", root, methods=["GET"])]
+    return [
+        *found,
+        StarletteRoute("/api", root, methods=["GET"]),
+        StarletteRoute("/api/", root, methods=["GET"]),
+    ]
