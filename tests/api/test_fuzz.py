@@ -382,7 +382,7 @@ async def test_every_route_the_app_serves_is_a_fuzz_target(
     chosen = targets(app)
     missing = uncovered(chosen, state)
     assert not missing, "teach tests/api/fuzz_targets.py these routes:\n" + "\n".join(missing)
-    assert {t.kind for t in chosen} == {"table", "blob", "livelog", "azure", "index"}
+    assert {"table", "blob", "livelog", "azure", "index"} <= {t.kind for t in chosen}
     names = {t.route.name for t in chosen if t.route is not None}
     assert {"createTask", "claimWork", "createClient", "getArtifact", "testAuthenticate"} <= names
     assert {"createTaskGraph", "extendTaskGraph", "inspectTask", "pollTaskUrls"} <= names
