@@ -461,3 +461,10 @@ SELECT g.task_id FROM task_graphs gr
  WHERE gr.state = 'running'
    AND ((t.state = 'completed' AND NOT g.completed) OR t.state IN ('failed', 'exception'))
  LIMIT $1
+
+-- name: ui_task_artifacts
+-- The task page's artifacts: every run's, the latest run's first (bounded by $2).
+SELECT run_id, name, storage_type, content_type, expires, details, present FROM artifacts
+ WHERE task_id = $1
+ ORDER BY run_id DESC, name
+ LIMIT $2
