@@ -1,0 +1,91 @@
+"""The task page in a real browser: a task followed from pending to completed while its log streams
+from a real `taskyard worker`, and a log with colours, invalid UTF-8 and markup rendered safely."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import taskcluster
+
+from tests.browser.conftest import axe_check
+from tests.e2e.conftest import Server
+from tests.e2e.helpers import task_queue_id
+from tests.e2e.workers import WorkerProcess, create, resolved, sh
+
+WAIT_MS = 60_000  # how long the page may take to show what the worker did (a noisy machine)
+
+
+@pytest.fixture(scope="module")
+def tq() -> str:
+    return task_queue_id("task_page")
+
+
+@pytest.fixture(scope="module")
+def worker(site: Server, tq: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(site, tq, tmp_path_factory.mktemp("work") / "work")
+    yield process
+    process.stop()
+
+
+def test_a_task_is_followed_from_pending_to_completed_while_its_log_streams(
+    page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path, shot: Any
+) -> None:
+    go = tmp_path / "go"  # the task prints its lines, then waits for the test to let it finish
+    script = (
+        "for i in 1 2 3; do printf '\\033[32mline-%s\\033[0m <b>not bold</b>\\n' $i; sleep 0.3; done; "
+        f"while [ ! -e {go} ]; do sleep 0.2; done; echo finished"
+    )
+    task_id = create(queue, tq, {"command": sh(script)}, metadata=_metadata("follow me"))
+    page.goto(f"/tasks/{task_id}")
+    assert page.locator("#task-state").inner_text() == "pending"
+    page.evaluate("window.stillTheSamePage = true")
+    worker.start()
+    page.wait_for_selector("#log-text:has-text('line-3')", timeout=WAIT_MS)
+    assert queue.status(task_id)["status"]["state"] == "running"  # the lines came while it runs
+    assert page.locator("#task-state").inner_text() == "running"
+    assert page.locator("#log-text span.ansi-fg-2").all_inner_texts()[:3] == ["line-1", "line-2", "line-3"]
+    assert page.locator("#log-text b").count() == 0
+    shot(page, "task-running")
+    go.touch()
+    page.wait_for_selector("#task-state.state-completed", timeout=WAIT_MS)
+    page.wait_for_selector("#log-text:has-text('finished')", timeout=WAIT_MS)
+    assert page.evaluate("window.stillTheSamePage") is True  # no reload
+    assert page.locator("#task-runs .state-completed").count() == 1
+    assert page.get_by_role("link", name="public/logs/live_backing.log").count() == 1
+    shot(page, "task-completed")
+    axe_check(page)
+
+
+def test_a_log_with_colours_invalid_utf8_and_markup_renders_safely(
+    page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, shot: Any
+) -> None:
+    if worker.process is None:
+        worker.start()
+    script = (
+        "printf '\\033[1;31mred alert\\033[0m plain \\033[38;5;21mblue\\033[m\\n'; "
+        "printf 'bad bytes: \\377\\376 end\\n'; "
+        "printf '<script>window.pwned = 1</script>'; "
+        "printf '<img src=x onerror=\"window.pwned = 2\">\\033]0;title\\007\\n'"
+    )
+    task_id = create(queue, tq, {"command": sh(script)}, metadata=_metadata("<i>colours</i>"))
+    assert resolved(queue, task_id)["state"] == "completed", worker.log_tail()
+    page.goto(f"/tasks/{task_id}")
+    log = page.locator("#log-text")
+    assert log.locator("span.ansi-fg-1.ansi-bold").inner_text() == "red alert"
+    assert log.locator("span.ansi-fg-4").inner_text() == "blue"
+    text = log.inner_text()
+    assert "bad bytes: \ufffd\ufffd end" in text
+    assert '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">\n' in text  # no title
+    assert log.locator("script, img").count() == 0
+    assert page.evaluate("window.pwned") is None
+    assert page.get_by_role("heading", level=1).inner_text() == "<i>colours</i>"
+    shot(page, "task-log-colours")
+    axe_check(page)
+
+
+def _metadata(name: str) -> dict[str, str]:
+    return {"name": name, "description": "a task of the page's tests", "owner": "ui@example.com",
+            "source": "https://example.com/ui"}  # fmt: skip
