@@ -147,6 +147,7 @@
           if (newline >= 0 && newline < LINE_SEARCH) { hidden += newline + 1; text = text.slice(newline + 1); }
           toLineStart = false;
         }
+        if (fresh && !text) return; // nothing new yet: the server's rendering stays
         if (fresh) { pre.textContent = ""; fresh = false; }
         const nodes = converter.feed(text, last);
         pre.append(...nodes);
