@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import taskcluster
 
+from taskyard.ui import ansi
 from tests.browser.conftest import axe_check
 from tests.e2e.conftest import Server
 from tests.e2e.helpers import task_queue_id
@@ -89,3 +90,43 @@ def test_a_log_with_colours_invalid_utf8_and_markup_renders_safely(
 def _metadata(name: str) -> dict[str, str]:
     return {"name": name, "description": "a task of the page's tests", "owner": "ui@example.com",
             "source": "https://example.com/ui"}  # fmt: skip
+
+
+# Runs in the page: the (text, classes) runs of a <pre> — what a reader sees, however it is split into nodes.
+RUNS = """(pre) => {
+  const runs = [];
+  for (const node of pre.childNodes) {
+    const cls = node.nodeType === Node.ELEMENT_NODE ? node.className : "";
+    const last = runs[runs.length - 1];
+    if (last && last[1] === cls) last[0] += node.textContent; else runs.push([node.textContent, cls]);
+  }
+  return runs.filter((run) => run[0] !== "");
+}"""
+CONVERT = f"""([pieces, html]) => {{
+  const runs = {RUNS};
+  const streamed = document.createElement("pre"), converter = new window.taskyard.AnsiConverter();
+  pieces.forEach((piece, i) => streamed.append(...converter.feed(piece, i === pieces.length - 1)));
+  const rendered = document.createElement("pre");
+  rendered.innerHTML = html;
+  return [runs(streamed), runs(rendered)];
+}}"""
+
+
+def test_the_live_converter_in_the_page_renders_as_the_server_does(
+    page: Any, queue: taskcluster.Queue, tq: str
+) -> None:
+    task_id = create(queue, tq, {"command": sh("true")}, metadata=_metadata("converter"))
+    page.goto(f"/tasks/{task_id}")
+    cases = [
+        "a \x1b[31mred\x1b[0m b \x1b[1;92mbold green\x1b[m c\n",
+        "\x1b[44;4mx\x1b[24my\x1b[49mz\x1b[3;2mw\x1b[22;23mv\x1b[103mq\x1b[39;49mr",
+        "\x1b[38;5;196mx\x1b[38;5;2my\x1b[48;2;0;0;230mz\x1b[38;5;232mw\x1b[38;5mv\x1b[0m",
+        "\x1b[2J\x1b[?25lclear\x1b]0;title\x07ed\x1b(B \x00\x07\x08bell\x1b[K\x9b\x7f",
+        "tab\there\r\nnext\rover\x1b",
+        '<script>alert("x")</script> & \x1b[31m<img src=x onerror=alert(1)>\x1b[0m \ufffd',
+    ]
+    for text in cases:
+        for size in (len(text), 1, 3):  # whole, and streamed in pieces that split every sequence
+            pieces = [text[i : i + size] for i in range(0, len(text), size)]
+            streamed, rendered = page.evaluate(CONVERT, [pieces, str(ansi.to_html(text))])
+            assert streamed == rendered, (text, size)

@@ -118,6 +118,8 @@
     }
   }
 
+  if (window.taskyard) window.taskyard.AnsiConverter = Converter; // for the tests, which compare it with ui/ansi.py
+
   // The log -------------------------------------------------------------------------------------
   let following = null; // the AbortController of the stream being followed
 
