@@ -130,3 +130,32 @@ def test_the_live_converter_in_the_page_renders_as_the_server_does(
             pieces = [text[i : i + size] for i in range(0, len(text), size)]
             streamed, rendered = page.evaluate(CONVERT, [pieces, str(ansi.to_html(text))])
             assert streamed == rendered, (text, size)
+
+
+def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
+    page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path, shot: Any
+) -> None:
+    if worker.process is None:
+        worker.start()
+    go = tmp_path / "go"
+    script = (
+        "printf 'first-%s\\n' line; head -c 2000000 /dev/zero | tr '\\0' x | fold -w 99; echo; "
+        f"printf 'last-%s\\n' before-wait; while [ ! -e {go} ]; do sleep 0.2; done; printf 'after-%s\\n' go"
+    )
+    task_id = create(queue, tq, {"command": sh(script)}, metadata=_metadata("a big log"))
+    page.goto(f"/tasks/{task_id}")
+    page.wait_for_selector("#log-text:has-text('last-before-wait')", timeout=WAIT_MS)
+    hidden = int(page.locator("#log-hidden-bytes").inner_text())
+    assert page.locator("#log-hidden").is_visible() and hidden > 700_000
+    shown = page.evaluate("document.getElementById('log-text').textContent.length")
+    assert shown <= 1.3 * 1024 * 1024 and "first-line" not in page.locator("#log-text").inner_text()
+    page.reload()  # the server renders the same last megabyte while the run runs
+    assert (
+        page.locator("#log-hidden").is_visible()
+        and "last-before-wait" in page.locator("#log-text").inner_text()
+    )
+    go.touch()
+    page.wait_for_selector("#task-state.state-completed", timeout=WAIT_MS)
+    page.wait_for_selector("#log-text:has-text('after-go')", timeout=WAIT_MS)
+    assert page.locator("#log-hidden").is_visible()
+    shot(page, "task-big-log")

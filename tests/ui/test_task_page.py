@@ -13,6 +13,7 @@ import pytest
 
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, slugid
+from taskyard.ui import task
 from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials
 from tests.conftest import SECRET_KEY, FakeClock
 
@@ -141,6 +142,7 @@ async def test_a_running_log_is_shown_so_far_and_a_resolved_one_whole(api: Api) 
     await complete(api, task_id, creds)
     done = (await page(api, f"/tasks/{task_id}")).text
     assert 'data-live="false"' in done
+    assert re.search(r'<rect class="ran ran-completed" x="\d+" y="2" width="\d+" height="12">', done)
     assert 'backing <span class="ansi-fg-2">green</span> \ufffd\ufffd end' in done
     assert 'class="state state-completed"' in done
     assert f'href="/api/queue/v1/task/{task_id}/runs/0/artifacts/{BACKING}"' in done
@@ -214,3 +216,14 @@ async def test_unknown_and_malformed_tasks_are_html_error_pages(api: Api) -> Non
     assert (await page(api, f"/tasks/{task_id}?run=x")).status_code == 400
     assert (await page(api, f"/tasks/{task_id}?run=4")).status_code == 404
     assert (await api.client.get(f"/tasks/{slugid.nice()}/status")).status_code == 404
+
+
+def test_the_timeline_puts_every_run_on_one_axis() -> None:
+    def run(run_id: int, at: int, started: int | None, ended: int, state: str) -> dict[str, Any]:
+        return {"runId": run_id, "state": state, "times": {"at": at, "from": started, "to": ended}}
+
+    bars = task.timeline([run(0, 0, 100, 500, "exception"), run(1, 500, None, 1000, "pending")], width=1000)
+    assert bars == [
+        {"runId": 0, "state": "exception", "wait": (0, 100), "run": (100, 400)},
+        {"runId": 1, "state": "pending", "wait": (500, 500), "run": None},
+    ]

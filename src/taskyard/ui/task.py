@@ -36,6 +36,7 @@ UNRESOLVED = ("unscheduled", "pending", "running")
 SHOWN_RELATIONS = 100  # dependencies and dependents listed with their state
 SHOWN_ARTIFACTS = 500  # artifacts listed, over all runs, the latest run's first
 RUN_DIGITS = 3  # a task has at most a few dozen runs
+TIMELINE_WIDTH = 1000
 
 
 class TaskIdConvertor(Convertor[str]):
@@ -78,13 +79,41 @@ def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
 
 
 def _run_view(run: RunStatus, now: int) -> dict[str, Any]:
-    """A run with its waiting and running times (to now while it lasts)."""
+    """A run with its times in ms: scheduled, started (if), ended (resolved, or now while it lasts),
+    and how long it waited and ran."""
     scheduled = dates.parse_iso(run["scheduled"])
     started = dates.parse_iso(run["started"]) if "started" in run else None
-    resolved = dates.parse_iso(run["resolved"]) if "resolved" in run else None
-    waited = (started or resolved or now) - scheduled
-    ran = (resolved or now) - started if started is not None else None
-    return {**run, "waited": max(0, waited), "ran": None if ran is None else max(0, ran)}
+    ended = dates.parse_iso(run["resolved"]) if "resolved" in run else now
+    waited = (started or ended) - scheduled
+    ran = ended - started if started is not None else None
+    times = {"at": scheduled, "from": started, "to": max(ended, scheduled)}
+    return {**run, "waited": max(0, waited), "ran": None if ran is None else max(0, ran), "times": times}
+
+
+def timeline(runs: list[dict[str, Any]], width: int = TIMELINE_WIDTH) -> list[dict[str, Any]]:
+    """Each run's bars on one time axis (the first run's scheduling to the last run's end), as
+    x and width in `width` units: waiting (scheduled to started) and running (started to end)."""
+    if not runs:
+        return []
+    start: int = runs[0]["times"]["at"]
+    span: int = max(1, max(r["times"]["to"] for r in runs) - start)
+
+    def x(ms: int) -> int:
+        return round((ms - start) * width / span)
+
+    bars = []
+    for r in runs:
+        t = r["times"]
+        begun = t["from"] if t["from"] is not None else t["to"]
+        bars.append(
+            {
+                "runId": r["runId"],
+                "state": r["state"],
+                "wait": (x(t["at"]), max(1, x(begun) - x(t["at"]))),
+                "run": (x(begun), max(1, x(t["to"]) - x(begun))) if t["from"] is not None else None,
+            }
+        )
+    return bars
 
 
 async def _artifacts(
@@ -167,7 +196,7 @@ async def task_page(ui: UI, request: Request) -> Response:
     by_run, more_artifacts = await _artifacts(ui, task_id, held)
     dependents, more_dependents = await _dependents(ui, task_id)
     as_yaml, as_json = definition_texts(definition)
-    now = ui.now()
+    runs = [_run_view(r, ui.now()) for r in status["runs"]]
     return await ui.page(
         request,
         "task.html",
@@ -176,7 +205,8 @@ async def task_page(ui: UI, request: Request) -> Response:
         task_status=status,
         state=status["state"],
         resolved=status["state"] not in UNRESOLVED,
-        runs=[_run_view(r, now) for r in status["runs"]],
+        runs=runs,
+        timeline=timeline(runs),
         run_id=run_id,
         log=log,
         artifacts=by_run,

@@ -210,6 +210,7 @@
       if (following) following.abort();
       following = null;
       here.replaceWith(there);
+      toLogEnd();
     }
     root.dataset.signature = fresh.dataset.signature;
     root.dataset.resolved = fresh.dataset.resolved;
@@ -230,9 +231,16 @@
     if (root.dataset.resolved !== "true") window.setTimeout(() => poll(root), POLL_MS);
   }
 
+  // A log is read from its end (where a failure shows): scroll there.
+  function toLogEnd() {
+    const pre = document.getElementById("log-text");
+    if (pre) pre.scrollTop = pre.scrollHeight;
+  }
+
   function start() {
     const root = document.getElementById("task");
     if (!root) return;
+    toLogEnd();
     startFollowing();
     if (root.dataset.resolved !== "true") window.setTimeout(() => poll(root), POLL_MS);
   }
