@@ -227,3 +227,19 @@ def test_the_timeline_puts_every_run_on_one_axis() -> None:
         {"runId": 0, "state": "exception", "wait": (0, 100), "run": (100, 400)},
         {"runId": 1, "state": "pending", "wait": (500, 500), "run": None},
     ]
+
+
+async def test_a_huge_live_log_is_read_from_near_its_end(api: Api) -> None:
+    task_id, creds = await claimed(api)
+    line = "0123456789 " * 9 + "\n"  # 100 bytes
+    offset = 0
+    for chunk in ["the first line\n" + line * 9_000, *[line * 9_000] * 3, "\x1b[31mthe last line\x1b[0m\n"]:
+        path = f"/task/{task_id}/runs/0/live-log/{quote(LIVE, safe='')}"
+        answer = await api.call("POST", path, {"offset": offset, "data": chunk}, creds=creds)
+        assert answer.status_code == 200, answer.text
+        offset = answer.json()["length"]
+    html = (await page(api, f"/tasks/{task_id}")).text
+    assert '<span class="ansi-fg-1">the last line</span>' in html and "the first line" not in html
+    hidden = re.search(r'id="log-hidden-bytes">(\d+)<', html)
+    assert hidden is not None and offset - 1024 * 1024 <= int(hidden[1]) < offset - 1000 * 1024
+    assert f'data-bytes="{offset}"' in html

@@ -25,7 +25,13 @@ from markupsafe import Markup
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import dates
 from taskyard.model.artifacts import Artifact
-from taskyard.model.errors import InputError, InsufficientScopes, ResourceExpired, ResourceNotFound
+from taskyard.model.errors import (
+    InputError,
+    InsufficientScopes,
+    ResourceExpired,
+    ResourceNotFound,
+    TaskyardError,
+)
 from taskyard.model.guard import Guard
 from taskyard.queue import artifacts, livelogs
 from taskyard.queue.service import Queue
@@ -135,6 +141,8 @@ async def _tail_of(q: Queue, found: Artifact) -> Tail | str:
         return f"The log's content can't be read here ({type(exc).__name__}): download it instead."
     except ResourceNotFound:
         return "The log's content was never uploaded."
+    except TaskyardError as exc:  # no blob store here, say
+        return f"The log's content can't be read here: {exc.message}"
 
 
 def _is_live_stream(q: Queue, found: Artifact) -> bool:
@@ -144,15 +152,22 @@ def _is_live_stream(q: Queue, found: Artifact) -> bool:
 
 
 async def _live_tail(q: Queue, task_id: str, run_id: int) -> Tail:
-    """What the live log holds so far (the stream read once, not followed)."""
-    tail = Tail()
-    chunks = livelogs.follow(q, task_id, run_id, keep_following=False, gone=asyncio.Event())
-    try:
-        async for data in chunks:
-            tail.add(data)
-    finally:
-        await chunks.aclose()
-    return tail
+    """The end of what the live log holds so far: only the chunks that can hold its last TAIL_BYTES
+    are read (a chunk holds at most MAX_CHUNK_BYTES), the bytes before them only counted."""
+    async with q.storage.reader() as session:
+        head = await session.fetchrow("get_live_log", task_id, run_id)
+    start = max(0, (head["length"] if head is not None else 0) - TAIL_BYTES - livelogs.MAX_CHUNK_BYTES)
+    tail, position, first = Tail(), start, True
+    while True:
+        chunks = await livelogs.read_chunks(q, task_id, run_id, position)
+        for offset, data in chunks:
+            encoded = data.encode()
+            if first:
+                tail.total, first = offset, False  # the bytes before the first chunk read
+            tail.add(encoded)
+            position = offset + len(encoded)
+        if len(chunks) < livelogs.READ_BATCH:
+            return tail
 
 
 def _blob_tail(q: Queue, found: Artifact) -> Tail | str:
