@@ -26,12 +26,23 @@ def tq() -> str:
 
 @pytest.fixture(scope="module")
 def worker(site: Server, tq: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(site, tq, tmp_path_factory.mktemp("work") / "work")
+    process = WorkerProcess(site, tq, tmp_path_factory.mktemp("work") / "work").start()
     yield process
     process.stop()
 
 
 def test_a_task_is_followed_from_pending_to_completed_while_its_log_streams(
+    page: Any, queue: taskcluster.Queue, site: Server, tmp_path: Path, shot: Any
+) -> None:
+    tq = task_queue_id("follow")  # its own queue: no worker serves it until the page is open
+    worker = WorkerProcess(site, tq, tmp_path / "work")
+    try:
+        _follow(page, queue, tq, worker, tmp_path, shot)
+    finally:
+        worker.stop()
+
+
+def _follow(
     page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path, shot: Any
 ) -> None:
     go = tmp_path / "go"  # the task prints its lines, then waits for the test to let it finish
@@ -63,8 +74,6 @@ def test_a_task_is_followed_from_pending_to_completed_while_its_log_streams(
 def test_a_log_with_colours_invalid_utf8_and_markup_renders_safely(
     page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, shot: Any
 ) -> None:
-    if worker.process is None:
-        worker.start()
     script = (
         "printf '\\033[1;31mred alert\\033[0m plain \\033[38;5;21mblue\\033[m\\n'; "
         "printf 'bad bytes: \\377\\376 end\\n'; "
@@ -135,8 +144,6 @@ def test_the_live_converter_in_the_page_renders_as_the_server_does(
 def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
     page: Any, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path, shot: Any
 ) -> None:
-    if worker.process is None:
-        worker.start()
     go = tmp_path / "go"
     script = (
         "printf 'first-%s\\n' line; head -c 2000000 /dev/zero | tr '\\0' x | fold -w 99; echo; "
@@ -159,3 +166,19 @@ def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
     page.wait_for_selector("#log-text:has-text('after-go')", timeout=WAIT_MS)
     assert page.locator("#log-hidden").is_visible()
     shot(page, "task-big-log")
+
+
+def test_trimming_the_followed_log_cuts_into_a_big_piece_at_a_line(
+    page: Any, queue: taskcluster.Queue, tq: str
+) -> None:
+    task_id = create(queue, tq, {"command": sh("true")}, metadata=_metadata("trim"))
+    page.goto(f"/tasks/{task_id}")
+    left = page.evaluate(
+        """() => {
+          const pre = document.createElement("pre"), line = "x".repeat(99) + "\\n";
+          pre.append(document.createTextNode(line.repeat(20000)), document.createTextNode("the end\\n"));
+          const dropped = window.taskyard.trimLog(pre, 1000050);
+          return [dropped, pre.textContent.length, pre.textContent.slice(0, 3), pre.textContent.slice(-8)];
+        }"""
+    )
+    assert left == [1000100, 20000 * 100 + 8 - 1000100, "xxx", "the end\n"]

@@ -191,8 +191,8 @@ async def task_page(ui: UI, request: Request) -> Response:
     held, guard = await _reader(ui)
     log = None
     if run_id is not None:
-        running = status["runs"][run_id]["state"] == "running"
-        log = await task_log.read(q, task_id, run_id, running, task_log.log_name(definition), guard)
+        run_state = status["runs"][run_id]["state"]
+        log = await task_log.read(q, task_id, run_id, run_state, task_log.log_name(definition), guard)
     by_run, more_artifacts = await _artifacts(ui, task_id, held)
     dependents, more_dependents = await _dependents(ui, task_id)
     as_yaml, as_json = definition_texts(definition)

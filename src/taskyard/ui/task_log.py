@@ -103,9 +103,10 @@ class Tail:
         return data[newline + 1 :] if newline >= 0 else data
 
 
-async def read(q: Queue, task_id: str, run_id: int, running: bool, name: str, guard: Guard) -> Log:
-    """The run's log as the page shows it."""
+async def read(q: Queue, task_id: str, run_id: int, state: str, name: str, guard: Guard) -> Log:
+    """The run's log as the page shows it (`state`: the run's)."""
     url = artifact_url(task_id, run_id, name)
+    running = state == "running"
 
     def note(text: str) -> Log:
         return Log(run_id, name, url, running, None, 0, 0, text)
@@ -115,6 +116,8 @@ async def read(q: Queue, task_id: str, run_id: int, running: bool, name: str, gu
     except ResourceNotFound:
         if running:
             return note("The log shows here once the worker sends its first lines.")
+        if state == "pending":
+            return note("The log shows here once a worker runs the task.")
         return note(f"This run has no artifact {name}.")
     except InsufficientScopes:
         return note(f"The log {name} is not public: download it with credentials that may read it.")

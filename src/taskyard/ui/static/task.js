@@ -118,7 +118,6 @@
     }
   }
 
-  if (window.taskyard) window.taskyard.AnsiConverter = Converter; // for the tests, which compare it with ui/ansi.py
 
   // The log -------------------------------------------------------------------------------------
   let following = null; // the AbortController of the stream being followed
@@ -129,6 +128,29 @@
     note.hidden = hidden <= 0;
     count.textContent = String(hidden);
   }
+
+  // Drop `excess` characters from the start of the log on the page (ending at a line's end if one
+  // is near), cutting into a node if need be; answers how many were dropped.
+  function trim(pre, excess) {
+    let dropped = 0;
+    while (excess > 0 && pre.firstChild) {
+      const node = pre.firstChild, text = node.textContent;
+      if (text.length <= excess) {
+        node.remove();
+        dropped += text.length;
+        excess -= text.length;
+        continue;
+      }
+      const newline = text.indexOf("\n", excess - 1);
+      const cut = newline >= 0 && newline - excess < LINE_SEARCH ? newline + 1 : excess;
+      node.textContent = text.slice(cut);
+      dropped += cut;
+      excess = 0;
+    }
+    return dropped;
+  }
+
+  if (window.taskyard) Object.assign(window.taskyard, { AnsiConverter: Converter, trimLog: trim }); // for the tests
 
   // Follow the live log of the section's run from the start of its last TAIL bytes; true once the
   // stream has ended, false if it could not be opened (no live log yet: tried again later).
@@ -154,11 +176,10 @@
         const nodes = converter.feed(text, last);
         pre.append(...nodes);
         shown += text.length;
-        while (shown > TAIL * 1.25 && pre.firstChild) {
-          const length = pre.firstChild.textContent.length;
-          pre.firstChild.remove();
-          shown -= length;
-          hidden += length;
+        if (shown > TAIL * 1.25) {
+          const dropped = trim(pre, shown - TAIL);
+          hidden += dropped;
+          shown -= dropped;
         }
         showHidden(section, skip + hidden);
         if (pre.scrollHeight - pre.scrollTop - pre.clientHeight < 80) pre.scrollTop = pre.scrollHeight;
