@@ -13,7 +13,7 @@ import pytest
 
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, slugid
-from taskyard.ui import task
+from taskyard.ui import task, task_log
 from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials
 from tests.conftest import SECRET_KEY, FakeClock
 
@@ -243,3 +243,11 @@ async def test_a_huge_live_log_is_read_from_near_its_end(api: Api) -> None:
     hidden = re.search(r'id="log-hidden-bytes">(\d+)<', html)
     assert hidden is not None and offset - 1024 * 1024 <= int(hidden[1]) < offset - 1000 * 1024
     assert f'data-bytes="{offset}"' in html
+
+
+def test_artifact_urls_keep_every_segment_of_a_name() -> None:
+    url = task_log.artifact_url("T", 0, "public/./a b/?#/x.log")
+    assert url == "/api/queue/v1/task/T/runs/0/artifacts/public/%2E/a%20b/%3F%23/x.log"
+    assert task_log.log_name({"payload": {"logs": {"live": "public/../../x"}}}) == task_log.LIVE_LOG
+    assert task_log.log_name({"payload": {"logs": {"live": "public/my.log"}}}) == "public/my.log"
+    assert task_log.log_name({"payload": []}) == task_log.LIVE_LOG

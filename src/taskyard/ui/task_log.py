@@ -24,7 +24,7 @@ from markupsafe import Markup
 
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import dates
-from taskyard.model.artifacts import Artifact
+from taskyard.model.artifacts import Artifact, check_name
 from taskyard.model.errors import (
     InputError,
     InsufficientScopes,
@@ -69,12 +69,19 @@ def log_name(definition: Any) -> str:
     payload = definition.get("payload") if isinstance(definition, dict) else None
     logs = payload.get("logs") if isinstance(payload, dict) else None
     live = logs.get("live") if isinstance(logs, dict) else None
-    return live if isinstance(live, str) and live else LIVE_LOG
+    if not isinstance(live, str):
+        return LIVE_LOG
+    try:
+        return check_name(live)
+    except InputError:  # the worker refuses such a payload: its log has the default name
+        return LIVE_LOG
 
 
 def artifact_url(task_id: str, run_id: int, name: str) -> str:
     """Where the queue answers the artifact (getArtifact): a 303 to its content."""
-    return f"/api/queue/v1/task/{task_id}/runs/{run_id}/artifacts/{quote(name, safe='/')}"
+    # Each segment percent-encoded, `.` too, so that no browser or proxy collapses it away.
+    path = "/".join("%2E" if part == "." else quote(part, safe="") for part in name.split("/"))
+    return f"/api/queue/v1/task/{task_id}/runs/{run_id}/artifacts/{path}"
 
 
 class Tail:
