@@ -4,6 +4,7 @@ Refused (not signed in, no or a wrong CSRF token, missing scopes), nothing chang
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -15,11 +16,12 @@ from taskyard.model import dates, slugid
 from taskyard.ui import create
 from taskyard.ui.render import ENVIRONMENT
 from taskyard.ui.sessions import Viewer
-from tests.api.conftest import ROOT, TASK_QUEUE_ID, Api
+from tests.api.conftest import ROOT, TASK_QUEUE_ID, Api, task_definition
 from tests.ui.conftest import Browser, hidden_fields, new_client
 
 WORKER = ("api-prov", "api-wt", "wg", "w1")
 WORKER_PATH = "/provisioners/{}/worker-types/{}/workers/{}/{}".format(*WORKER)
+METADATA = {"description": "d", "owner": "o@example.com", "source": "https://example.com"}
 QUARANTINE = "/workers/{}/{}/{}/{}/quarantine".format(*WORKER)
 
 
@@ -205,15 +207,7 @@ async def test_create_a_task_from_yaml(api: Api, root_browser: Browser) -> None:
 
 async def test_create_a_task_from_json(api: Api, root_browser: Browser) -> None:
     task_id = slugid.nice()
-    text = (
-        '{"taskQueueId": "%s", "created": "%s", "deadline": "%s", "payload": {}, "metadata": {"name": "j", '
-        % (
-            TASK_QUEUE_ID,
-            dates.to_iso(api.clock()),
-            dates.to_iso(api.clock() + dates.HOUR),
-        )
-    )
-    text += '"description": "d", "owner": "o@example.com", "source": "https://example.com"}}'
+    text = json.dumps(task_definition(api.clock, metadata={"name": "j"} | METADATA), indent=2)
     done = await root_browser.post(
         "/tasks/create", {"csrf": await root_browser.csrf(), "taskId": task_id, "definition": text}
     )
