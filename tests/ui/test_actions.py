@@ -309,3 +309,56 @@ def test_the_worker_actions_macro() -> None:
     held = render("worker_actions", *WORKER, True, viewer, "the-token")
     assert 'name="lift"' in held and "Lift quarantine" in held
     assert render("worker_actions", *WORKER, False, None, "").strip() == ""
+
+
+HOSTILE_BODIES = [
+    (b"", "application/x-www-form-urlencoded"),
+    (b"%ff%fe=%00&&&==&csrf", "application/x-www-form-urlencoded"),
+    (b"\xff\xfe\x00" * 100, "application/x-www-form-urlencoded"),
+    (b"a=1&" * 200, "application/x-www-form-urlencoded"),
+    (b'{"csrf": "x"}', "application/json"),
+    (
+        b"--b\r\nContent-Disposition: form-data; name=csrf\r\n\r\nx\r\n--b--",
+        "multipart/form-data; boundary=b",
+    ),
+]
+HOSTILE_FIELDS = [
+    {"until": "9999-99-99T99:99"},
+    {"until": "0001-01-01T00:00"},
+    {"until": "x" * 10_000, "info": "y" * 10_000},
+    {"taskId": "x" * 500, "definition": "[" * 5000},
+    {"taskId": slugid.nice(), "definition": "a: " + "[" * 200 + "]" * 200},
+    {"taskId": slugid.nice(), "definition": "a: .nan"},
+    {"taskId": slugid.nice(), "definition": "a: !!python/object:os.system [x]"},
+    {"taskId": slugid.nice(), "definition": "\x00\x01: \x7f"},
+    {"next": "//evil.example", "lift": "1"},
+]
+
+
+async def test_hostile_forms_get_an_answer_never_an_error(api: Api, root_browser: Browser) -> None:
+    """Whatever a form posts, a signed-in session gets a page or a redirect home, never a 5xx."""
+    await running_task(api)
+    task_id = await running_task(api)
+    csrf = await root_browser.csrf()
+    paths = [
+        f"/tasks/{task_id}/cancel",
+        f"/tasks/{task_id}/rerun",
+        QUARANTINE,
+        "/tasks/create",
+        "/signin",
+        "/signout",
+    ]
+    for path in paths:
+        for body, content_type in HOSTILE_BODIES:
+            answer = await root_browser.client.post(
+                path, content=body, headers={"content-type": content_type}
+            )
+            assert answer.status_code in (303, 400, 401, 403, 409, 413), (path, body[:40], answer.status_code)
+        for fields in HOSTILE_FIELDS:
+            answer = await root_browser.post(path, {"csrf": csrf} | fields)
+            assert answer.status_code < 500, (path, fields, answer.text[:300])
+            location = answer.headers.get("location", "/")
+            assert location.startswith("/") and not location.startswith("//"), location
+        assert await root_browser.who() == ROOT.client_id or path == "/signout"
+        if path == "/signout":
+            break
