@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 from taskyard.api import authz
 from taskyard.auth import hawk, hawk_client
 from taskyard.model import dates
-from taskyard.model.errors import AuthenticationFailed
+from taskyard.model.errors import AuthenticationFailed, Unavailable
 from taskyard.ui import forms
 from taskyard.ui.render import view
 
@@ -87,7 +87,11 @@ async def signed_in(ui: UI, request: Request) -> Session | None:
     none, or a stale or forged one, whose cookie the answer then clears (`settle`)."""
     found: Session | bool | None = getattr(request.state, "ui_session", False)
     if found is False:
-        found = await _load(ui, request)
+        try:
+            found = await _load(ui, request)
+        except Unavailable:
+            request.state.ui_session = None  # the error page shows nobody; the cookie stays
+            raise
         request.state.ui_session = found
     assert found is not True
     return found or None
