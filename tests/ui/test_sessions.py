@@ -248,3 +248,25 @@ async def test_signing_in_again_replaces_the_session(browsers: Callable[..., Bro
     assert session_key(browser) != first
     async with api.services.auth.storage.reader() as db:
         assert await db.fetchrow("ui_session_get", first) is None
+
+
+@pytest.mark.parametrize(
+    ("client_id", "token", "certificate"),
+    [
+        ("\x00", "x", ""),
+        ('a"b, mac="x', "x", ""),
+        ("x" * 5000, "y" * 5000, ""),
+        ("ui/é", "ünïcode", ""),
+        (ROOT.client_id, ROOT.access_token, "[]"),
+        (ROOT.client_id, ROOT.access_token, '{"version": 1, "scopes": ["' + "s" * 5000 + '"]}'),
+        (ROOT.client_id, ROOT.access_token, '"a string"'),
+    ],
+)
+async def test_hostile_credentials_are_refused_never_an_error(
+    browsers: Callable[..., Browser], client_id: str, token: str, certificate: str
+) -> None:
+    browser = browsers()
+    refused = await browser.signin(Credentials(client_id, token, certificate or None))
+    assert refused.status_code == 401, refused.text
+    assert "Sign-in refused" in refused.text
+    assert await browser.who() is None
