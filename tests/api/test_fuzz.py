@@ -232,9 +232,13 @@ def verdict(req: Req, answer: Answer) -> str | None:
         return None
     if unquote(req.path).startswith(fuzz_azure.PREFIX):
         return None if fuzz_azure.azure_error(answer) else f"{status} without Azure's XML error body"
-    if not answer.json_error():
-        return f"{status} without the JSON error body"
-    return None
+    if answer.json_error():
+        return None
+    if not unquote(req.path).startswith("/api/"):
+        # The web UI's pages: a refusal is an HTML page saying why.
+        html = answer.headers.get("content-type", "").startswith("text/html")
+        return None if html else f"{status} without an HTML error page"
+    return f"{status} without the JSON error body"
 
 
 def report(seed: int, n: int, backend: str, target: Target, req: Req, problem: str, detail: str) -> str:
