@@ -17,10 +17,32 @@ ALLOWED = {
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
-    "api": {"model", "storage", "events", "artifacts", "auth", "queue", "scheduler", "config", "ui", "__init__"},
+    "api": {
+        "model",
+        "storage",
+        "events",
+        "artifacts",
+        "auth",
+        "queue",
+        "scheduler",
+        "config",
+        "ui",
+        "__init__",
+    },
     # The web UI is the API's sibling at the edge: the app serves both, and the UI's actions call
     # the API's own route handlers (so that its scope checks are the API's).
-    "ui": {"model", "storage", "events", "artifacts", "auth", "queue", "scheduler", "config", "api", "__init__"},
+    "ui": {
+        "model",
+        "storage",
+        "events",
+        "artifacts",
+        "auth",
+        "queue",
+        "scheduler",
+        "config",
+        "api",
+        "__init__",
+    },
     # The worker is a client of the API: it signs requests, and never reaches into the server.
     "worker": {"model", "auth", "config", "lockfile"},
     "cli": {
