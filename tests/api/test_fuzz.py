@@ -239,13 +239,14 @@ def verdict(req: Req, answer: Answer) -> str | None:
         return f"unexpected redirect {status}"  # getArtifact's 303 only (the method flaw may reach it)
     if status < 400 or (req.method == "HEAD" and not answer.body):
         return None
-    if page and answer.headers.get("content-type", "").startswith("text/html"):
-        return None  # the UI's error pages are HTML
     if unquote(req.path).startswith(fuzz_azure.PREFIX):
         return None if fuzz_azure.azure_error(answer) else f"{status} without Azure's XML error body"
-    if not answer.json_error():
-        return f"{status} without the JSON error body"
-    return None
+    if answer.json_error():
+        return None
+    if page:  # the web UI's pages: a refusal is an HTML page saying why
+        html = answer.headers.get("content-type", "").startswith("text/html")
+        return None if html else f"{status} without an HTML error page"
+    return f"{status} without the JSON error body"
 
 
 def report(seed: int, n: int, backend: str, target: Target, req: Req, problem: str, detail: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 
 import taskcluster
 
+from taskyard.model import dates
 from tests.browser.conftest import axe_check
 from tests.e2e.conftest import Server
 
@@ -163,3 +164,26 @@ def task(queue: taskcluster.Queue) -> dict[str, Any]:
             "source": "https://example.com",
         },
     }
+
+
+def test_quarantine_a_worker_from_its_queue_page_and_lift_it(
+    page: Any, site: Server, queue: taskcluster.Queue, shot: Any
+) -> None:
+    queue.createTask(taskcluster.slugId(), task(queue) | {"taskQueueId": "browser/quarantine"})
+    queue.claimWork("browser/quarantine", {"workerGroup": "grp", "workerId": "w-1", "tasks": 1})
+    sign_in(page, site.credentials["clientId"], site.credentials["accessToken"], "/queues/browser/quarantine")
+    page.get_by_label("Reason").fill("a flaky disk")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Quarantine").click()
+    assert page.url.endswith("/queues/browser/quarantine?done=quarantined")
+    assert page.get_by_role("status").inner_text() == "The worker is quarantined."
+    worker = queue.getWorker("browser", "quarantine", "grp", "w-1")
+    assert dates.parse_iso(worker["quarantineUntil"]) > dates.now_ms() + 23 * dates.HOUR
+    shot(page, "queue-worker-quarantined")
+    axe_check(page)
+
+    with page.expect_navigation():
+        page.get_by_role("button", name="Lift quarantine").click()
+    assert page.get_by_role("status").inner_text() == "The worker is no longer quarantined."
+    worker = queue.getWorker("browser", "quarantine", "grp", "w-1")
+    assert dates.parse_iso(worker["quarantineUntil"]) <= dates.now_ms()
