@@ -497,3 +497,18 @@ SELECT * FROM workers
  WHERE expires > $1 OR quarantine_until > $1
  ORDER BY task_queue_id, worker_group, worker_id
  LIMIT $2
+
+-- name: ui_session_insert
+INSERT INTO ui_sessions (session_hash, client_id, sealed_token, certificate, csrf, created, expires)
+VALUES (:session_hash, :client_id, :sealed_token, :certificate, :csrf, :created, :expires)
+
+-- name: ui_session_get
+SELECT * FROM ui_sessions WHERE session_hash = $1
+
+-- name: ui_session_delete
+DELETE FROM ui_sessions WHERE session_hash = $1
+
+-- name: ui_session_sweep
+-- Up to $2 sessions that expired before $1; each sign-in runs it, so expired rows never pile up.
+DELETE FROM ui_sessions
+ WHERE session_hash IN (SELECT session_hash FROM ui_sessions WHERE expires < $1 LIMIT $2)
