@@ -77,34 +77,44 @@ class Figures:
     jobs_per_s: list[float] = field(default_factory=list)
     enqueue_per_s: list[float] = field(default_factory=list)
     worker_per_s: list[float] = field(default_factory=list)
+    cpu_ms_per_job: list[float] = field(default_factory=list)  # every party's CPU, summed
     notes: list[str] = field(default_factory=list)
 
     def add(self, result: dict[str, Any]) -> None:
         for key in ("jobs_per_s", "enqueue_per_s", "worker_per_s"):
             if isinstance(result.get(key), int | float):
                 getattr(self, key).append(float(result[key]))
+        if result.get("cpu_ms_per_job"):
+            self.cpu_ms_per_job.append(sum(result["cpu_ms_per_job"].values()))
 
 
 def median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+COLUMNS = (("jobs/s", 8), ("ratio", 8), ("enqueue/s", 11), ("worker/s", 10), ("CPU ms/job", 12))
+
+
 def table(figures: dict[str, Figures], systems: Sequence[str]) -> str:
-    """The final table: jobs/s (median of rounds), ratio to taskyard's, enqueue and worker alone."""
+    """The final table: jobs/s (median of rounds), ratio to taskyard's, enqueue and worker alone,
+    CPU per job, and each round's jobs/s."""
     base = median(figures[BASELINE].jobs_per_s) if BASELINE in figures else None
     width = max(len(SYSTEMS[s].label) for s in systems) + 2
-    head = f"{'system':<{width}}{'jobs/s':>8}{'ratio':>8}{'enqueue/s':>11}{'worker/s':>10}   rounds"
+    head = f"{'system':<{width}}" + "".join(f"{title:>{w}}" for title, w in COLUMNS) + "   rounds"
     lines = [head, "-" * len(head)]
     for name in systems:
         f = figures.get(name, Figures())
-        rate = median(f.jobs_per_s)
-        ratio = f"{rate / base:.2f}" if rate and base else "-"
-        cells = [_num(rate), ratio, _num(median(f.enqueue_per_s)), _num(median(f.worker_per_s))]
+        rate, cpu = median(f.jobs_per_s), median(f.cpu_ms_per_job)
+        cells = [
+            _num(rate),
+            f"{rate / base:.2f}" if rate and base else "-",
+            _num(median(f.enqueue_per_s)),
+            _num(median(f.worker_per_s)),
+            "-" if cpu is None else f"{cpu:.1f}",
+        ]
         rounds = ", ".join(f"{v:.0f}" for v in f.jobs_per_s) or "; ".join(f.notes) or "not run"
-        row = (
-            f"{SYSTEMS[name].label:<{width}}{cells[0]:>8}{cells[1]:>8}{cells[2]:>11}{cells[3]:>10}   {rounds}"
-        )
-        lines.append(row)
+        row = "".join(f"{cell:>{w}}" for cell, (_, w) in zip(cells, COLUMNS, strict=True))
+        lines.append(f"{SYSTEMS[name].label:<{width}}{row}   {rounds}")
     return "\n".join(lines)
 
 
@@ -204,7 +214,8 @@ async def run_taskyard(args: argparse.Namespace) -> dict[str, Any]:
     throughput = (results or {}).get("throughput")
     if not throughput:
         raise RuntimeError("bench/lifecycle.py's throughput phase gave no figure")
-    return {"jobs_per_s": throughput["lifecycles_per_s"], "enqueue_per_s": None}
+    cpu = {"bench client" if k == "client" else k: v for k, v in throughput["cpu_ms_per_lifecycle"].items()}
+    return {"jobs_per_s": throughput["lifecycles_per_s"], "cpu_ms_per_job": cpu}
 
 
 async def run_taskyard_worker(args: argparse.Namespace) -> dict[str, Any]:
@@ -227,15 +238,21 @@ async def run_taskyard_worker(args: argparse.Namespace) -> dict[str, Any]:
         f"    bench/worker.py: {rate:.1f} tasks/s"
         f" ({args.worker_tasks} tasks, capacity {args.worker_capacity})"
     )
-    return {"jobs_per_s": rate}
+    return {"jobs_per_s": rate, "cpu_ms_per_job": parse_worker_cpu(text)}
 
 
 WORKER_RATE = re.compile(r"^tasks/s \((\d+)/(\d+) completed\)\s+([0-9.]+)", re.MULTILINE)
+WORKER_CPU = re.compile(r"^(server|worker|  its `true` commands),? CPU ms per task\s+([0-9.]+)", re.MULTILINE)
 
 
 def parse_worker_rate(text: str) -> float | None:
     match = WORKER_RATE.search(text)
     return float(match.group(3)) if match else None
+
+
+def parse_worker_cpu(text: str) -> dict[str, float]:
+    """bench/worker.py's CPU ms per task of the server, the worker and the commands it ran."""
+    return {name.strip(): float(value) for name, value in WORKER_CPU.findall(text)}
 
 
 async def run_procrastinate(args: argparse.Namespace, python: Path, single: bool) -> dict[str, Any]:
@@ -323,6 +340,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Figures]:
             figures[name].add(result)
             rate = result.get("jobs_per_s")
             print(f"  {name}: {_num(rate)} jobs/s ({time.monotonic() - started:.0f} s)", flush=True)
+            if result.get("cpu_ms_per_job"):
+                parts = ", ".join(f"{k} {v:.2f}" for k, v in result["cpu_ms_per_job"].items())
+                print(f"  CPU ms per job: {parts}", flush=True)
     return figures
 
 
@@ -345,7 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n(jobs/s: median of {args.rounds} round(s), from the first job sent to the last one done;"
         f" ratio: to taskyard's lifecycles/s; enqueue/s and worker/s: enqueueing with no worker,"
-        f" then the worker draining that backlog alone; total {time.monotonic() - started:.0f} s)"
+        f" then the worker draining that backlog alone; CPU ms/job: every party's CPU (sender or"
+        f" bench client, worker or server, database or broker) during the jobs/s run, per job;"
+        f" total {time.monotonic() - started:.0f} s)"
     )
     return 0
 

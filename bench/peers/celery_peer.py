@@ -8,6 +8,7 @@ deletes at the end. One worker process
                let it drain them (worker rate alone: first task done -> last task done);
 2. together    with the worker ready, send N more: jobs/s = N / (first send -> last task done).
 
+The CPU time of the sender, the worker, RabbitMQ and Redis during phase 2 is reported per task.
 Prints progress, then one line `RESULT {json}` that bench/peers.py reads.
 """
 
@@ -25,6 +26,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+import cpu
 
 HERE = Path(__file__).parent
 
@@ -61,6 +64,17 @@ def stop_worker(worker: subprocess.Popen[bytes] | None) -> None:
     except subprocess.TimeoutExpired:
         worker.kill()
         worker.wait(5)
+
+
+def cpu_now(worker: int) -> dict[str, float]:
+    """CPU seconds so far of the sender (this process), the worker and its pool, RabbitMQ and Redis
+    (whole: other users of them on the machine count too)."""
+    return {
+        "sender": cpu.own(),
+        "worker": cpu.tree(worker),
+        "rabbitmq": cpu.named("beam.smp"),
+        "redis": cpu.named("redis-server"),
+    }
 
 
 def wait_key(r: Any, key: str, timeout: float, worker: subprocess.Popen[bytes] | None = None) -> float:
@@ -114,8 +128,11 @@ def measure(args: argparse.Namespace, queue: str) -> dict[str, Any]:
 
         wait_key(r, f"{queue}:ready", 60, worker)
         print(f"together: {n} tasks sent while the worker waits", flush=True)
+        before = cpu_now(worker.pid)
         first, last = send_all(noop, f"{queue}:together", n, r)
         done = wait_key(r, f"{queue}:together:last", args.timeout, worker)
+        used = {k: v - before[k] for k, v in cpu_now(worker.pid).items()}
+        result["cpu_ms_per_job"] = {k: 1000 * v / n for k, v in used.items()}
         result["jobs_per_s"] = n / (done - first)
         result["completed"] = result["jobs"] = n
         print(f"  {n} done in {done - first:.2f} s from the first send (sending took {last - first:.2f} s)")

@@ -7,9 +7,10 @@ Runs in the peers' virtual environment. Two phases, one worker process (`procras
                let it drain them (worker rate alone: first job started -> last job succeeded);
 2. together    with the worker waiting, defer N more: jobs/s = N / (first defer -> last succeeded).
 
-Completion times are procrastinate's own: its `procrastinate_events` rows ('started', 'succeeded'),
-written in the same transactions as the jobs' changes. Prints progress, then one line
-`RESULT {json}` that bench/peers.py reads.
+Completion times are procrastinate's own: its `procrastinate_events` rows ('started',
+'succeeded'), written in the same transactions as the jobs' changes. The CPU time of the deferrer,
+the worker and PostgreSQL (this database's backends and its background processes) during phase 2
+is reported per job. Prints progress, then one line `RESULT {json}` that bench/peers.py reads.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
+
+import cpu
 
 HERE = Path(__file__).parent
 
@@ -105,6 +108,11 @@ def stop_worker(worker: subprocess.Popen[bytes] | None) -> None:
         worker.wait(5)
 
 
+def cpu_now(worker: int, dsn: str) -> dict[str, float]:
+    """CPU seconds so far of the deferrer (this process), the worker, and PostgreSQL for this database."""
+    return {"sender": cpu.own(), "worker": cpu.tree(worker), "postgres": cpu.postgres(dsn.rsplit("/", 1)[1])}
+
+
 async def max_job_id(conn: Any) -> int:
     cur = await conn.execute("SELECT coalesce(max(id), 0) FROM procrastinate_jobs")
     return int((await cur.fetchone())[0])
@@ -136,8 +144,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
             print(f"together: {n} jobs deferred ({how}) while the worker waits", flush=True)
             after = await max_job_id(conn)
+            before = cpu_now(worker.pid, args.dsn)
             first, last = await defer_all(noop, n, args.batch, args.inflight)
             done = await wait_done(conn, after, n, args.timeout)
+            used = {k: v - before[k] for k, v in cpu_now(worker.pid, args.dsn).items()}
+            result["cpu_ms_per_job"] = {k: 1000 * v / max(done["succeeded"], 1) for k, v in used.items()}
             span = done["last_succeeded"] - first
             result["jobs_per_s"] = done["succeeded"] / span if span > 0 else None
             result["completed"], result["jobs"] = done["succeeded"], n
