@@ -167,7 +167,6 @@ async def run_part(command: Sequence[str], prefix: str = "    ") -> dict[str, An
     )
     PEERS_RUNNING.append(proc)
     result: dict[str, Any] = {}
-    tail: list[str] = []
     try:
         assert proc.stdout is not None
         async for raw in proc.stdout:
@@ -175,7 +174,6 @@ async def run_part(command: Sequence[str], prefix: str = "    ") -> dict[str, An
             if line.startswith("RESULT "):
                 result = json.loads(line.removeprefix("RESULT "))
                 continue
-            tail = [*tail[-19:], line]
             if line.strip():
                 print(prefix + line, flush=True)
         await proc.wait()
@@ -222,6 +220,7 @@ async def run_taskyard_worker(args: argparse.Namespace) -> dict[str, Any]:
     """bench/worker.py in a subprocess; its `tasks/s (done/created completed)` line is the figure."""
     command = [sys.executable, str(HERE / "worker.py"), "--tasks", str(args.worker_tasks)]
     command += ["--capacity", str(args.worker_capacity)]
+    print(f"    {' '.join(command[1:])} (its output is read at the end)", flush=True)
     proc = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True
     )
