@@ -51,4 +51,4 @@ chaos: $(STAMP)
 	TASKYARD_FUZZ_COUNT=50000 $(BIN)/pytest -q tests/api/test_fuzz.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) bench/.peers-venv .pytest_cache .mypy_cache .ruff_cache
