@@ -251,3 +251,15 @@ def test_artifact_urls_keep_every_segment_of_a_name() -> None:
     assert task_log.log_name({"payload": {"logs": {"live": "public/../../x"}}}) == task_log.LIVE_LOG
     assert task_log.log_name({"payload": {"logs": {"live": "public/my.log"}}}) == "public/my.log"
     assert task_log.log_name({"payload": []}) == task_log.LIVE_LOG
+
+
+async def test_a_private_log_shows_only_to_a_viewer_who_may_read_it(api: Api, root_browser: Any) -> None:
+    name = "private/logs/live.log"
+    task_id, creds = await claimed(api, payload={"logs": {"live": name}})
+    path = f"/task/{task_id}/runs/0/live-log/{quote(name, safe='')}"
+    answer = await api.call("POST", path, {"offset": 0, "data": "a secret line\n"}, creds=creds)
+    assert answer.status_code == 200, answer.text
+    anonymous = (await page(api, f"/tasks/{task_id}")).text
+    assert "a secret line" not in anonymous and "is not public" in anonymous
+    signed_in = (await root_browser.get(f"/tasks/{task_id}", headers=HTML)).text
+    assert "a secret line" in signed_in

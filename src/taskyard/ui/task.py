@@ -29,7 +29,7 @@ from taskyard.model.runs import TaskRecord
 from taskyard.model.status import RunStatus
 from taskyard.queue import inspect, service, tasks
 from taskyard.queue.tasks import check_task_id
-from taskyard.ui import task_log
+from taskyard.ui import sessions, task_log
 from taskyard.ui.render import SECURITY_HEADERS, UI, view
 
 UNRESOLVED = ("unscheduled", "pending", "running")
@@ -54,15 +54,17 @@ class TaskIdConvertor(Convertor[str]):
 register_url_convertor("taskid", TaskIdConvertor())
 
 
-async def _reader(ui: UI) -> tuple[tuple[str, ...], Guard]:
-    """What an anonymous reader holds, and a guard checking getArtifact's scopes against it."""
-    held = tuple(await ui.services.expand([ANONYMOUS]))
-    who = Caller(None, held)
+async def _reader(ui: UI, request: Request) -> tuple[tuple[str, ...], Guard]:
+    """What an anonymous reader holds (which artifacts are public), and a guard checking getArtifact's
+    scopes for the log as the viewer: the signed-in client's scopes, else an anonymous reader's."""
+    anonymous = tuple(await ui.services.expand([ANONYMOUS]))
+    session = await sessions.signed_in(ui, request)
+    who = session.caller if session is not None else Caller(None, anonymous)
 
     def guard(**values: object) -> None:
         require(who, GET_SCOPES, values)
 
-    return held, guard
+    return anonymous, guard
 
 
 def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
@@ -188,7 +190,7 @@ async def task_page(ui: UI, request: Request) -> Response:
     rec = await service.load(q, task_id)
     status, definition = rec.status(), service.definition_of(rec)
     run_id = _chosen_run(request, status["runs"])
-    held, guard = await _reader(ui)
+    held, guard = await _reader(ui, request)
     log = None
     if run_id is not None:
         run_state = status["runs"][run_id]["state"]

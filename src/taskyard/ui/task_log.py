@@ -127,7 +127,10 @@ async def read(q: Queue, task_id: str, run_id: int, state: str, name: str, guard
             return note("The log shows here once a worker runs the task.")
         return note(f"This run has no artifact {name}.")
     except InsufficientScopes:
-        return note(f"The log {name} is not public: download it with credentials that may read it.")
+        return note(
+            f"The log {name} is not public: sign in as a client that may read it, "
+            "or download it with credentials that may."
+        )
     except (ResourceExpired, InputError) as exc:
         return note(exc.message)
     tail = await _tail_of(q, found)
