@@ -161,6 +161,7 @@
     following = controller;
     try {
       const reply = await fetch(section.dataset.url, { signal: controller.signal, cache: "no-store" });
+      if (reply.status === 401 || reply.status === 403) section.dataset.live = "refused"; // not public
       if (!reply.ok || !reply.body) return false;
       const skip = Math.max(0, Number(section.dataset.bytes || 0) - TAIL);
       const reader = reply.body.getReader(), decoder = new TextDecoder("utf-8"), converter = new Converter();
@@ -226,7 +227,7 @@
       if (here && there) here.replaceWith(there);
     }
     const here = document.getElementById("task-log"), there = doc.getElementById("task-log");
-    const live = (section) => (section.dataset.live === "true" || section.dataset.live === "ended" ? "live" : "done");
+    const live = (section) => (["true", "ended", "refused"].includes(section.dataset.live) ? "live" : "done");
     if (here && there && (here.dataset.run !== there.dataset.run || live(here) !== live(there))) {
       if (following) following.abort();
       following = null;
