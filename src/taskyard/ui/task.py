@@ -178,8 +178,13 @@ def _source_link(source: object) -> str | None:
 
 def definition_texts(definition: Any) -> tuple[str, str]:
     """The definition as YAML and as JSON, keys in the order the task has them."""
-    as_yaml = yaml.safe_dump(
-        definition, sort_keys=False, allow_unicode=True, default_flow_style=False, width=100
+    as_yaml = yaml.dump(
+        definition,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),  # libyaml's when there: a big payload is quick
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
     )
     return as_yaml, json.dumps(definition, indent=2, ensure_ascii=False)
 
