@@ -37,6 +37,7 @@ from taskyard.api import (
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
+from taskyard.api.shedding import Limits, Shedding
 from taskyard.api.streams import StreamAnswer
 from taskyard.auth import hawk, static
 from taskyard.auth.service import Auth
@@ -68,6 +69,7 @@ class Services:
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
     events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
+    limits: Limits = field(default_factory=Limits)  # what one process takes at once (api/shedding.py)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
@@ -323,7 +325,11 @@ def build_app(services: Services) -> Starlette:
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
-        middleware=[Middleware(metrics.Timing, metrics=measured), Middleware(UnexpectedErrors)],
+        middleware=[
+            Middleware(Shedding, limits=services.limits),  # first: refusing costs nothing else
+            Middleware(metrics.Timing, metrics=measured),
+            Middleware(UnexpectedErrors),
+        ],
     )
     app.state.metrics = measured
     app.state.ui = ui

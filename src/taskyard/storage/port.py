@@ -47,6 +47,13 @@ class DatabaseUnavailable(Unavailable):
     retry_after = RETRY_AFTER_SECONDS
 
 
+class DatabaseBusy(DatabaseUnavailable):
+    """Every database connection stayed busy longer than the wait timeout: the request was refused
+    before it began, so nothing of it was done."""
+
+    retry_after = 1
+
+
 class TransactionRolledBack(DatabaseUnavailable):
     """The transaction committed nothing (rolled back by a deadlock or a serialization failure,
     or its connection lost before COMMIT was sent): running it again is safe."""

@@ -17,7 +17,7 @@ import aiosqlite
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
-from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+from taskyard.storage.port import DatabaseBusy, DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
 
 _PARAM = re.compile(r"\$(\d+)")
 _WORDS = {
@@ -116,9 +116,10 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 class SQLiteStorage:
     """Storage on one SQLite file. Transactions are serialised in this process (BEGIN IMMEDIATE)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wait_timeout: float | None = None) -> None:
         self.url_for_humans = f"sqlite:///{path}"
         self._path = path
+        self._wait_timeout = wait_timeout  # seconds a transaction waits for the writer (None: ever)
         self._queries = {k: _convert(v) for k, v in _queries.load("sqlite").items()}
         self._names = _queries.parameter_names("sqlite")
         self._writer: aiosqlite.Connection | None = None
@@ -171,7 +172,7 @@ class SQLiteStorage:
         if self._writer is None:
             raise DatabaseUnavailable("the SQLite storage is closed")
         writer = self._writer
-        async with self._lock:
+        async with self._writer_turn():
             session = _Session(writer, self._queries, self._names)
             try:
                 with wrap_db_errors():
@@ -183,6 +184,22 @@ class SQLiteStorage:
                 await _uncancellable(_rollback(writer))
                 raise
         session.deliver(self._dispatch)
+
+    @asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        """The writer connection, once the transactions ahead are done; `DatabaseBusy` if that
+        takes longer than the wait timeout, rather than pile callers up."""
+        try:
+            async with asyncio.timeout(self._wait_timeout):
+                await self._lock.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(
+                f"the database stayed busy with other writes for {self._wait_timeout} s"
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _dispatch(self, channel: str, payload: str) -> None:
         for listener in self._listeners.get(channel, ()):
@@ -207,6 +224,7 @@ class SQLiteStorage:
         self._reader = self._writer = None
 
 
-async def open_sqlite(path: str) -> SQLiteStorage:
-    """Open (creating and migrating if needed) the SQLite database at `path`."""
-    return await SQLiteStorage(path).open()
+async def open_sqlite(path: str, *, wait_timeout: float | None = None) -> SQLiteStorage:
+    """Open (creating and migrating if needed) the SQLite database at `path`; a transaction waits at
+    most `wait_timeout` seconds for the writer (then `DatabaseBusy`)."""
+    return await SQLiteStorage(path, wait_timeout=wait_timeout).open()
