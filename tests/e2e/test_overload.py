@@ -18,6 +18,7 @@ import requests
 from tests.e2e import helpers
 from tests.e2e.conftest import Server, start_server
 
+WORKER = {"workerGroup": "wg", "workerId": "w1", "tasks": 1}
 HANG_GUARD = 30.0  # seconds a socket read may block before the test gives up (not a speed limit)
 
 
@@ -54,6 +55,7 @@ def ping(server: Server) -> requests.Response:
 
 
 def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(tight: Server, tq: str) -> None:
+    task_id = helpers.create(tight.client(), tq)  # pending: a claimWork let in would claim it
     held = [held_request(tight, "PUT", f"/api/queue/v1/task/{helpers.slug()}") for _ in range(2)]
     try:
         url = f"{tight.api}/task/{helpers.slug()}/status"
@@ -67,16 +69,20 @@ def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(ti
         assert body["code"] == "ServiceUnavailable"
         assert "requests in flight" in body["message"]
         assert ping(tight).json()["alive"] is True  # ping is never counted, never refused
+        # A worker arriving meanwhile is not refused: it is told there is no task, at once.
+        reply = helpers.signed("POST", f"{tight.api}/claim-work/{tq}", WORKER, tight.credentials)
+        assert (reply.status_code, reply.json()) == (200, {"tasks": []})
+        assert ping(tight).status_code == 200
     finally:
         for sock in held:
             sock.close()
     # Once they are gone, requests are answered again (403: anonymous callers may not read tasks).
     helpers.wait_for(lambda: requests.get(url, timeout=HANG_GUARD).status_code == 403, what="a 403 again")
+    assert tight.client().status(task_id)["status"]["state"] == "pending"  # nobody claimed it
 
 
 def test_beyond_the_long_poll_bound_claim_work_answers_no_task_at_once(tight: Server, tq: str) -> None:
-    queue = tight.client()
-    worker = {"workerGroup": "wg", "workerId": "w1", "tasks": 1}
+    queue, worker = tight.client(), WORKER
     held = held_request(tight, "POST", f"/api/queue/v1/claim-work/{tq}")
     try:
         pending = [helpers.create(queue, tq)]

@@ -3,10 +3,12 @@
 `Shedding` is the outermost ASGI middleware. It sorts each HTTP request into one of four kinds by
 its method and path alone, before the body is read or the caller authenticated:
 
-- ping (`GET /api/<service>/v1/ping`): never counted, never refused, so a load balancer's health
-  check answers as long as the process is alive;
+- ping and the heartbeats (`GET /api/<service>/v1/ping`, `__heartbeat__`, `__lbheartbeat__`):
+  never counted, never refused, so a health check answers as long as the process is alive;
 - streams (the live-log stream and the event stream): long-lived by design, not counted here;
-- claimWork: a long poll. At most `max_long_polls` wait at once; one beyond that is answered at
+- claimWork: a long poll. At most `max_long_polls` wait at once, and until it is checked and
+  begins to wait (`begins_waiting()`) it counts as a request in flight too, so a storm of workers
+  reconnecting at once is let in a bound at a time. One beyond either bound is answered at
   once `200 {"tasks": []}`, which TaskCluster's claimWork may always answer, and which every worker
   already handles (taskyard's waits a second before it asks again). A 429 or 503 would instead be
   retried at once by clients that retry errors, or counted as a failure by workers that give up;
@@ -20,18 +22,22 @@ The bounds are per process (`serve --processes N` takes N times as many).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, render
 from taskyard.model.errors import Unavailable
 
-_PING = re.compile(r"/api/[a-z]+/v1/ping/?")
+_PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
 _STREAMS = ("/api/queue/v1/_livelog/", "/api/events/v1/stream")
 _EMPTY_CLAIM = orjson.dumps({"tasks": []})
+_WAITING_KEY = "taskyard.long_poll_waiting"  # where a long poll's scope holds `begins_waiting`'s hook
 
 
 class Overloaded(Unavailable):
@@ -69,13 +75,39 @@ def kind_of(method: str, path: str) -> str:
     return "request"
 
 
+class CountsCollector(Collector):
+    """The counts, for `GET /metrics`."""
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.counts
+        yield GaugeMetricFamily(
+            "taskyard_requests_in_flight",
+            "Requests this process is answering (claimWork, streams, ping aside).",
+            c.in_flight,
+        )
+        yield GaugeMetricFamily(
+            "taskyard_long_polls", "claimWork long polls this process holds.", c.long_polls
+        )
+        shed = CounterMetricFamily(
+            "taskyard_requests_shed",
+            "Requests this process shed: refused 503, or claimWork answered at once with no task (no_task).",
+            labels=["how"],
+        )
+        shed.add_metric(["refused"], c.refused)
+        shed.add_metric(["no_task"], c.emptied)
+        yield shed
+
+
 class Shedding:
     """ASGI middleware bounding the requests in flight (see the module's docstring)."""
 
-    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+    def __init__(self, app: ASGIApp, limits: Limits, counts: Counts) -> None:
         self.app = app
         self.limits = limits
-        self.counts = Counts()
+        self.counts = counts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,16 +138,37 @@ class Shedding:
             counts.in_flight -= 1
 
     async def _long_poll(self, scope: Scope, receive: Receive, send: Send) -> None:
-        bound, counts = self.limits.max_long_polls, self.counts
-        if bound and counts.long_polls >= bound:
+        limits, counts = self.limits, self.counts
+        full = limits.max_long_polls and counts.long_polls >= limits.max_long_polls
+        busy = limits.max_in_flight and counts.in_flight >= limits.max_in_flight
+        if full or busy:
             counts.emptied += 1
             await _answer_empty(send)
             return
         counts.long_polls += 1
+        counts.in_flight += 1  # until it begins to wait: reading and checking it is work like any
+        released = False
+
+        def waiting() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                counts.in_flight -= 1
+
+        scope[_WAITING_KEY] = waiting
         try:
             await self.app(scope, receive, send)
         finally:
+            waiting()
             counts.long_polls -= 1
+
+
+def begins_waiting(scope: Scope) -> None:
+    """A long poll has been checked (body, credentials, scopes) and begins its wait: it no longer
+    counts as a request in flight, only as a long poll."""
+    waiting = scope.get(_WAITING_KEY)
+    if waiting is not None:
+        waiting()
 
 
 async def _answer_empty(send: Send) -> None:
