@@ -235,7 +235,6 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         if route.scopes is not None and not route.loads:
             call.authorize()
         if route.long_poll:
-            shedding.begins_waiting(request.scope)  # checked: no longer counted as in flight
             result = await _run_watching_disconnect(request, call, route)
         else:
             result = await route.handler(call)

@@ -6,12 +6,14 @@ its method and path alone, before the body is read or the caller authenticated:
 - ping and the heartbeats (`GET /api/<service>/v1/ping`, `__heartbeat__`, `__lbheartbeat__`):
   never counted, never refused, so a health check answers as long as the process is alive;
 - streams (the live-log stream and the event stream): long-lived by design, not counted here;
-- claimWork: a long poll. At most `max_long_polls` wait at once, and until it is checked and
-  begins to wait (`begins_waiting()`) it counts as a request in flight too, so a storm of workers
-  reconnecting at once is let in a bound at a time. One beyond either bound is answered at
+- claimWork: a long poll. At most `max_long_polls` wait at once; one beyond that is answered at
   once `200 {"tasks": []}`, which TaskCluster's claimWork may always answer, and which every worker
   already handles (taskyard's waits a second before it asks again). A 429 or 503 would instead be
-  retried at once by clients that retry errors, or counted as a failure by workers that give up;
+  retried at once by clients that retry errors, or counted as a failure by workers that give up.
+  Long polls are not counted as requests in flight: a waiting one costs a connection and a little
+  memory, no work. (Counting their arrival, and turning away a storm of reconnecting workers a
+  bound at a time, was measured worse: those turned away come back every second, and answering
+  them costs more than letting them wait);
 - everything else: at most `max_in_flight` at once; one beyond that is answered 503
   `ServiceUnavailable` with `Retry-After: 1` and TaskCluster's JSON error body. Nothing of it
   was done, so sending it again is safe (createTask with the same body is idempotent anyway).
@@ -37,7 +39,6 @@ _PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
 _STREAMS = ("/api/queue/v1/_livelog/", "/api/events/v1/stream")
 _EMPTY_CLAIM = orjson.dumps({"tasks": []})
-_WAITING_KEY = "taskyard.long_poll_waiting"  # where a long poll's scope holds `begins_waiting`'s hook
 
 
 class Overloaded(Unavailable):
@@ -138,37 +139,16 @@ class Shedding:
             counts.in_flight -= 1
 
     async def _long_poll(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limits, counts = self.limits, self.counts
-        full = limits.max_long_polls and counts.long_polls >= limits.max_long_polls
-        busy = limits.max_in_flight and counts.in_flight >= limits.max_in_flight
-        if full or busy:
+        bound, counts = self.limits.max_long_polls, self.counts
+        if bound and counts.long_polls >= bound:
             counts.emptied += 1
             await _answer_empty(send)
             return
         counts.long_polls += 1
-        counts.in_flight += 1  # until it begins to wait: reading and checking it is work like any
-        released = False
-
-        def waiting() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                counts.in_flight -= 1
-
-        scope[_WAITING_KEY] = waiting
         try:
             await self.app(scope, receive, send)
         finally:
-            waiting()
             counts.long_polls -= 1
-
-
-def begins_waiting(scope: Scope) -> None:
-    """A long poll has been checked (body, credentials, scopes) and begins its wait: it no longer
-    counts as a request in flight, only as a long poll."""
-    waiting = scope.get(_WAITING_KEY)
-    if waiting is not None:
-        waiting()
 
 
 async def _answer_empty(send: Send) -> None:
