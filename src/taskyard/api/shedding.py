@@ -17,6 +17,10 @@ its method and path alone, before the body is read or the caller authenticated:
 - everything else: at most `max_in_flight` at once; one beyond that is answered 503
   `ServiceUnavailable` with `Retry-After: 1` and TaskCluster's JSON error body. Nothing of it
   was done, so sending it again is safe (createTask with the same body is idempotent anyway).
+  One let in waits at most `db_wait_timeout` seconds for a database connection (storage's
+  `WAIT_TIMEOUT`), then is answered 503 `Retry-After: 1` (`DatabaseBusy`), its transaction
+  never begun. A long poll waits as long as it takes: it is a wait by design, and a worker told
+  503 would only come back sooner, with its checks to do again.
 
 The bounds are per process (`serve --processes N` takes N times as many).
 """
@@ -34,6 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, render
 from taskyard.model.errors import Unavailable
+from taskyard.storage.port import WAIT_TIMEOUT
 
 _PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
@@ -53,6 +58,7 @@ class Limits:
 
     max_in_flight: int = 256
     max_long_polls: int = 4000
+    db_wait_timeout: float | None = 5.0  # seconds a request waits for a database connection
 
 
 @dataclass
@@ -133,9 +139,11 @@ class Shedding:
             await render(error, CallInfo(""))(scope, receive, send)
             return
         counts.in_flight += 1
+        waits = WAIT_TIMEOUT.set(self.limits.db_wait_timeout)
         try:
             await self.app(scope, receive, send)
         finally:
+            WAIT_TIMEOUT.reset(waits)
             counts.in_flight -= 1
 
     async def _long_poll(self, scope: Scope, receive: Receive, send: Send) -> None:

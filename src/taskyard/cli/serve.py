@@ -67,7 +67,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             secret_key=config.secret_key,
             max_bytes=config.max_artifact_bytes,
         )
-        storage = await open_storage(config.db_url, wait_timeout=config.db_wait_timeout)
+        storage = await open_storage(config.db_url)
         opened.push_async_callback(storage.close)
         auth = Auth(
             storage,
@@ -110,7 +110,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
             events=feed,
-            limits=Limits(max_in_flight=config.max_in_flight, max_long_polls=config.max_long_polls),
+            limits=Limits(config.max_in_flight, config.max_long_polls, config.db_wait_timeout),
         )
         app = build_app(services)
         loops = [
@@ -187,7 +187,7 @@ def start_up_failure(exc: Exception, db_url: str) -> StartupFailed | SystemExit:
 async def migrate(config: ServerConfig) -> None:
     """Open the database (which brings its schema up to date) and close it again."""
     try:
-        storage = await open_storage(config.db_url, wait_timeout=config.db_wait_timeout)
+        storage = await open_storage(config.db_url)
     except ConfigError:
         raise
     except Exception as exc:

@@ -16,17 +16,15 @@ def sqlite_path(url: str) -> str | None:
     return path if path else ":memory:"
 
 
-async def open_storage(url: str, *, wait_timeout: float | None = None) -> Storage:
-    """Open `sqlite:///path/to/file` or `postgresql://user@host/db`, migrating it first. A caller
-    waits at most `wait_timeout` seconds (None: as long as it takes) for a connection, or on
-    SQLite for the writer; then `DatabaseBusy` (503)."""
+async def open_storage(url: str) -> Storage:
+    """Open `sqlite:///path/to/file` or `postgresql://user@host/db`, migrating it first."""
     path = sqlite_path(url)
     if path is not None:
         from taskyard.storage.sqlite import open_sqlite
 
-        return await open_sqlite(path, wait_timeout=wait_timeout)
+        return await open_sqlite(path)
     if url.startswith(("postgresql://", "postgres://")):
         from taskyard.storage.postgres import open_postgres
 
-        return await open_postgres(url, wait_timeout=wait_timeout)
+        return await open_postgres(url)
     raise ConfigError("db", url, "must start with sqlite:/// or postgresql://")

@@ -43,6 +43,7 @@ from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
 from taskyard.storage.port import (
+    WAIT_TIMEOUT,
     DatabaseBusy,
     DatabaseUnavailable,
     Listener,
@@ -150,11 +151,10 @@ class PostgresStorage:
     listener_probe_seconds = 10.0  # how often the notification connection is checked
     listener_backoff = (0.25, 5.0)  # first and longest wait between reconnection attempts
 
-    def __init__(self, dsn: str, *, pool_size: int = 20, wait_timeout: float | None = None) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 20) -> None:
         self.url_for_humans = _mask(dsn)
         self._dsn = dsn
         self._pool_size = pool_size
-        self._wait_timeout = wait_timeout  # seconds a caller waits for a pooled connection (None: ever)
         self._queries = _queries.load("postgres")
         self._names = _queries.parameter_names("postgres")
         self._pool: asyncpg.Pool | None = None
@@ -206,12 +206,13 @@ class PostgresStorage:
         return self._pool
 
     async def _acquire(self, pool: asyncpg.Pool) -> Any:
+        wait = WAIT_TIMEOUT.get()
         with wrap_db_errors():
             try:
-                return await pool.acquire(timeout=self._wait_timeout)
+                return await pool.acquire(timeout=wait)
             except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
                 raise DatabaseBusy(
-                    f"all {self._pool_size} database connections stayed busy for {self._wait_timeout} s"
+                    f"all {self._pool_size} database connections stayed busy for {wait} s"
                 ) from None
 
     async def _release(self, pool: asyncpg.Pool, conn: Any, *, broken: bool) -> None:
@@ -502,7 +503,6 @@ def _mask(dsn: str) -> str:
     return f"{scheme}://{user}{':***' if ':' in creds else ''}@{host}"
 
 
-async def open_postgres(dsn: str, *, wait_timeout: float | None = None) -> PostgresStorage:
-    """Connect to PostgreSQL at `dsn` and apply any pending migrations; a caller waits at most
-    `wait_timeout` seconds for a connection (then `DatabaseBusy`)."""
-    return await PostgresStorage(dsn, wait_timeout=wait_timeout).open()
+async def open_postgres(dsn: str) -> PostgresStorage:
+    """Connect to PostgreSQL at `dsn` and apply any pending migrations."""
+    return await PostgresStorage(dsn).open()

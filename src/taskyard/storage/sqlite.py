@@ -17,7 +17,15 @@ import aiosqlite
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
-from taskyard.storage.port import DatabaseBusy, DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+from taskyard.storage.port import (
+    WAIT_TIMEOUT,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    Listener,
+    Row,
+    Tx,
+    UniqueViolation,
+)
 
 _PARAM = re.compile(r"\$(\d+)")
 _WORDS = {
@@ -116,10 +124,9 @@ async def _rollback(conn: aiosqlite.Connection) -> None:
 class SQLiteStorage:
     """Storage on one SQLite file. Transactions are serialised in this process (BEGIN IMMEDIATE)."""
 
-    def __init__(self, path: str, *, wait_timeout: float | None = None) -> None:
+    def __init__(self, path: str) -> None:
         self.url_for_humans = f"sqlite:///{path}"
         self._path = path
-        self._wait_timeout = wait_timeout  # seconds a transaction waits for the writer (None: ever)
         self._queries = {k: _convert(v) for k, v in _queries.load("sqlite").items()}
         self._names = _queries.parameter_names("sqlite")
         self._writer: aiosqlite.Connection | None = None
@@ -188,14 +195,13 @@ class SQLiteStorage:
     @asynccontextmanager
     async def _writer_turn(self) -> AsyncIterator[None]:
         """The writer connection, once the transactions ahead are done; `DatabaseBusy` if that
-        takes longer than the wait timeout, rather than pile callers up."""
+        takes longer than `WAIT_TIMEOUT`, rather than pile callers up."""
+        wait = WAIT_TIMEOUT.get()
         try:
-            async with asyncio.timeout(self._wait_timeout):
+            async with asyncio.timeout(wait):
                 await self._lock.acquire()
         except TimeoutError:
-            raise DatabaseBusy(
-                f"the database stayed busy with other writes for {self._wait_timeout} s"
-            ) from None
+            raise DatabaseBusy(f"the database stayed busy with other writes for {wait} s") from None
         try:
             yield
         finally:
@@ -224,7 +230,6 @@ class SQLiteStorage:
         self._reader = self._writer = None
 
 
-async def open_sqlite(path: str, *, wait_timeout: float | None = None) -> SQLiteStorage:
-    """Open (creating and migrating if needed) the SQLite database at `path`; a transaction waits at
-    most `wait_timeout` seconds for the writer (then `DatabaseBusy`)."""
-    return await SQLiteStorage(path, wait_timeout=wait_timeout).open()
+async def open_sqlite(path: str) -> SQLiteStorage:
+    """Open (creating and migrating if needed) the SQLite database at `path`."""
+    return await SQLiteStorage(path).open()
