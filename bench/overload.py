@@ -159,7 +159,12 @@ async def verify(api: Api, root: Creds, tally: Tally) -> None:
     async def checker() -> None:
         session = api.session()
         for task_id in ids:
-            status, _ = await session.call("GET", f"/task/{task_id}/status", None, root)
+            status = 503
+            while status in (429, 503):  # shed: the server is still busy with the load's leftovers
+                status, _ = await session.call("GET", f"/task/{task_id}/status", None, root)
+                if status in (429, 503):
+                    await asyncio.sleep(RETRY_WAIT)
+            tally.count("task status", status)
             if status != 200:
                 tally.missing += 1
 
