@@ -209,7 +209,7 @@ class PostgresStorage:
         wait = WAIT_TIMEOUT.get()
         with wrap_db_errors():
             try:
-                return await pool.acquire(timeout=wait)
+                return await (pool.acquire() if wait is None else pool.acquire(timeout=wait))
             except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
                 raise DatabaseBusy(
                     f"all {self._pool_size} database connections stayed busy for {wait} s"
