@@ -4,9 +4,10 @@ uvicorn closes a kept-alive connection that stays idle `timeout_keep_alive` seco
 response, but it waits forever for the first request of a new connection, and for the rest of a
 request head that arrives a byte at a time: a client that opens connections and sends nothing
 (slowloris) would hold them, and their file descriptors, for as long as it likes.
-`HeadTimeoutProtocol` is uvicorn's h11 protocol with one more timer: from the moment a connection
-opens, or the first bytes of a new request head arrive, the whole head must arrive within
-`head_timeout` seconds, or the connection is closed without an answer.
+`HeadTimeoutProtocol` is uvicorn's httptools protocol (the C parser: the pure-Python h11 one costs
+a good share of the server's CPU) with one more timer: from the moment a connection opens, or a new
+request head begins, the whole head must arrive within `head_timeout` seconds, or the connection is
+closed without an answer.
 """
 
 from __future__ import annotations
@@ -16,15 +17,14 @@ import logging
 import resource
 from typing import Any
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
 
 
-class HeadTimeoutProtocol(H11Protocol):
-    """uvicorn's h11 protocol, closing a connection whose request head takes too long to arrive.
-    `head_timeout` is set on a subclass (`with_head_timeout`): uvicorn builds protocols itself."""
+class HeadTimeoutProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, closing a connection whose request head takes too long to
+    arrive. `head_timeout` is set on a subclass (`with_head_timeout`): uvicorn builds protocols."""
 
     head_timeout = 10.0
 
@@ -36,13 +36,14 @@ class HeadTimeoutProtocol(H11Protocol):
         super().connection_made(transport)  # type: ignore[arg-type]
         self._arm()
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        if self.conn.their_state is h11.IDLE:  # a head begun (or nothing yet): it must be done in time
-            if self._head_timer is None:
-                self._arm()
-        else:  # the head arrived: the request is the app's now
-            self._disarm()
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        if self._head_timer is None:  # a new head begun on a kept-alive connection
+            self._arm()
+
+    def on_headers_complete(self) -> None:
+        self._disarm()  # the head arrived: the request is the app's now
+        super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -58,15 +59,10 @@ class HeadTimeoutProtocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.conn.their_state is not h11.IDLE or (
-            self.cycle is not None and not self.cycle.response_complete
-        ):
+        if self.cycle is not None and not self.cycle.response_complete:
             return  # a request is being answered
-        if self.transport.is_closing():
-            return
-        if self.conn.our_state is h11.IDLE:  # h11 lets a server close only from a state it allows
-            self.conn.send(h11.ConnectionClosed())
-        self.transport.close()
+        if not self.transport.is_closing():
+            self.transport.close()
 
 
 def with_head_timeout(seconds: float) -> type[HeadTimeoutProtocol]:

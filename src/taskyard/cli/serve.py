@@ -235,7 +235,7 @@ async def serve(
                 log_level="warning",
                 access_log=False,
                 lifespan="off",  # the deployment is open before the server starts
-                http=with_head_timeout(config.head_timeout),  # h11, hanging up on slow request heads
+                http=with_head_timeout(config.head_timeout),  # httptools, hanging up on slow request heads
                 timeout_keep_alive=config.keep_alive_timeout,
             ),
             deployment,
