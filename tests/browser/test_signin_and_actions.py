@@ -99,15 +99,16 @@ def test_create_a_task_from_yaml_then_cancel_it(
     assert [c["status"]["taskId"] for c in claimed["tasks"]] == [task_id]
 
     page.goto(f"/tasks/{task_id}")
-    cancel = page.get_by_role("button", name="Cancel task")
-    if cancel.count():  # the task page shows the buttons of `_actions.html`
-        with page.expect_navigation():
-            cancel.click()
-    else:
-        post_form(page, f"/tasks/{task_id}/cancel", {"csrf": csrf(page)})
+    assert page.locator(".state-running").first.is_visible()
+    shot(page, "task-running-signed-in")
+    with page.expect_navigation():
+        page.get_by_role("button", name="Cancel task").click()
     assert page.url.endswith(f"/tasks/{task_id}?done=cancelled")
     status = queue.status(task_id)["status"]
     assert status["state"] == "exception" and status["runs"][-1]["reasonResolved"] == "canceled"
+    assert page.locator(".state-exception").first.is_visible()  # the page shows what it did
+    assert page.get_by_role("button", name="Cancel task").count() == 0
+    assert page.get_by_role("button", name="Rerun task").is_visible()
 
 
 def test_a_refused_definition_is_shown_with_the_text_kept(page: Any, site: Server, shot: Any) -> None:
