@@ -461,3 +461,7 @@ SELECT g.task_id FROM task_graphs gr
  WHERE gr.state = 'running'
    AND ((t.state = 'completed' AND NOT g.completed) OR t.state IN ('failed', 'exception'))
  LIMIT $1
+
+-- name: ui_group_counts
+-- The web UI's group page: how many of the group's tasks are in each state.
+SELECT state, count(*) AS n FROM tasks WHERE task_group_id = $1 GROUP BY state
