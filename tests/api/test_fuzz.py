@@ -216,14 +216,17 @@ async def receive(api: Api, azure: fuzz_azure.Azure) -> None:
     fuzz_azure.learn(azure, Req("GET", urlsplit(url).path), Answer(200, {}, got.content))
 
 
-def verdict(req: Req, answer: Answer) -> str | None:
+def verdict(req: Req, answer: Answer, kind: str = "") -> str | None:
     """What is wrong with the answer, if anything. Under the Azure-queue prefix (as the server
-    decodes the path), a 4xx is Azure's XML error; everywhere else TaskCluster's JSON one."""
+    decodes the path), a 4xx is Azure's XML error; a UI page's is an HTML page (or the router's JSON
+    404), and it may redirect within the site; everywhere else TaskCluster's JSON one."""
     status = answer.status
     if status == 0:
         return "no answer at all"
     if status >= 500 or status < 200:
         return f"status {status}"
+    if kind == "ui":
+        return _ui_verdict(answer)
     if 300 <= status < 400 and not (
         status == 303 and "location" in answer.headers and req.method in ("GET", "HEAD")
     ):
@@ -234,6 +237,17 @@ def verdict(req: Req, answer: Answer) -> str | None:
         return None if fuzz_azure.azure_error(answer) else f"{status} without Azure's XML error body"
     if not answer.json_error():
         return f"{status} without the JSON error body"
+    return None
+
+
+def _ui_verdict(answer: Answer) -> str | None:
+    status, headers = answer.status, answer.headers
+    location = headers.get("location", "")
+    if 300 <= status < 400 and not (location.startswith("/") and not location.startswith("//")):
+        return f"redirect {status} away from the site"
+    html = headers.get("content-type", "").startswith("text/html")
+    if status >= 400 and not (html or answer.json_error()):  # the router's own 404 is JSON's
+        return f"{status} without an HTML error page or the JSON error body"
     return None
 
 
@@ -256,7 +270,7 @@ class Run:
     refused_tasks: list[tuple[str, bytes]] = dataclasses.field(default_factory=list)  # createTask's
 
     def record(self, n: int, target: Target, req: Req, answer: Answer) -> None:
-        problem = verdict(req, answer)
+        problem = verdict(req, answer, target.kind)
         if problem is not None:
             detail = answer.body[:1500].decode("utf-8", "replace")
             self.failures.append(report(self.seed, n, self.backend, target, req, problem, detail))

@@ -7,11 +7,13 @@ import re
 from typing import Any
 
 import httpx
+import markupsafe
 import pytest
 
 from taskyard.model import slugid
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, tasks
+from taskyard.ui import group_rows
 from tests.api.conftest import BASE, Api, task_definition
 
 WORKER = ("wg-1", "worker-7")
@@ -183,3 +185,15 @@ async def test_a_large_group_is_drawn_collapsed_by_layer_and_state(api: Api) -> 
 
 def _meta(name: str) -> dict[str, str]:
     return {"name": name, "description": "d", "owner": "o@example.com", "source": "https://x"}
+
+
+def test_the_tables_escape_is_markupsafes() -> None:
+    for text in [
+        '<script>alert("x")</script>',
+        "a & b 'c' \"d\" <e>",
+        "&amp; already",
+        "plain",
+        "",
+        "\u202e<>",
+    ]:
+        assert group_rows.fast_escape(text) == str(markupsafe.escape(text))

@@ -20,6 +20,7 @@ import math
 from collections import defaultdict, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 THRESHOLD = 300  # tasks drawn one box each; above this the graph is collapsed
 MAX_COLUMNS = 60  # columns of a collapsed graph; deeper graphs gather layers into bands
@@ -31,9 +32,8 @@ GAP_X, GAP_Y = 70, 8
 MARGIN = 12
 
 
-@dataclass(frozen=True)
-class Task:
-    """What the layout needs of a task."""
+class Task(NamedTuple):
+    """What the layout needs of a task (a tuple: a group may have 10,000 of them to make)."""
 
     task_id: str
     name: str
