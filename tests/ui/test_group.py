@@ -64,7 +64,7 @@ async def test_the_page_lists_the_groups_tasks_with_their_state_runs_and_worker(
     assert lint_row is not None and ">pending<" in lint_row[0]
     assert 'data-count="completed">1<' in html and 'data-count="failed">1<' in html
     assert 'data-count="pending">1<' in html and 'data-count="all">3<' in html
-    assert "3 of 3 tasks shown" in html
+    assert "Tasks 1 to 3 of 3<" in html
     assert f'href="/groups/{group}/graph"' in html
 
 
@@ -74,7 +74,7 @@ async def test_state_and_text_filter_without_javascript(api: Api) -> None:
     await resolve(api, t1, "failed")
     failed = await page(api, f"/groups/{group}", state="failed")
     assert sorted(task_ids(failed.text)) == sorted([b1, t1])
-    assert "2 of 4 tasks shown" in failed.text
+    assert "Tasks 1 to 2 of 2 matching the filter (4 in the group)" in failed.text
     assert '<option value="failed" selected>' in failed.text
     both = await page(api, f"/groups/{group}", state="failed", q="build")
     assert task_ids(both.text) == [b1]
@@ -86,6 +86,42 @@ async def test_state_and_text_filter_without_javascript(api: Api) -> None:
     none = await page(api, f"/groups/{group}", q="nothing like it")
     assert task_ids(none.text) == []
     assert "No task of this group matches" in none.text and 'id="no-match" class="muted">' in none.text
+
+
+async def test_the_table_shows_a_page_of_rows_at_a_time_and_all_of_them_as_json(api: Api) -> None:
+    group = slugid.nice()
+    items = []
+    for i in range(group_rows.PAGE_ROWS + 20):
+        body = task_definition(api.clock, taskGroupId=group, metadata=_meta(f"t{i:04d}"))
+        task_id = slugid.nice()
+        items.append((task_id, tasks.define(api.queue, task_id, body)))
+    async with api.queue.storage.transaction() as tx:
+        await tasks.create_tasks_tx(api.queue, tx, items)
+    ordered = sorted(task_id for task_id, _ in items)
+    first = await page(api, f"/groups/{group}")
+    assert task_ids(first.text) == ordered[: group_rows.PAGE_ROWS]
+    assert f"Tasks 1 to {group_rows.PAGE_ROWS} of {len(items)}<" in first.text
+    assert '<a href="?page=2" rel="next">' in first.text and 'rel="prev"' not in first.text
+    second = await page(api, f"/groups/{group}", page="2")
+    assert task_ids(second.text) == ordered[group_rows.PAGE_ROWS :]
+    assert 'rel="prev"' in second.text and 'rel="next"' not in second.text
+    filtered = await page(api, f"/groups/{group}", q="t00", page="1")
+    assert len(task_ids(filtered.text)) == 100 and 'id="pager"' not in filtered.text
+    rows = await page(api, f"/groups/{group}/rows")
+    assert rows.headers["content-type"] == "application/json"
+    body = rows.json()
+    assert body["taskGroupId"] == group and len(body["rows"]) == len(items)
+    assert body["rows"][0] == [
+        ordered[0],
+        next(f"t{i:04d}" for i, (t, _) in enumerate(items) if t == ordered[0]),
+        "pending",
+        1,
+        "",
+        "",
+    ]
+    for bad in ("0", "-1", "x", "1e3", "100001"):
+        assert (await page(api, f"/groups/{group}", page=bad)).status_code == 400
+    assert (await page(api, f"/groups/{slugid.nice()}/rows")).status_code == 404
 
 
 async def test_html_in_task_names_is_escaped(api: Api) -> None:

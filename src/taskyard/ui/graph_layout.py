@@ -27,8 +27,8 @@ MAX_COLUMNS = 60  # columns of a collapsed graph; deeper graphs gather layers in
 STATES = ("unscheduled", "pending", "running", "completed", "failed", "exception")
 
 # Sizes in SVG user units (pixels at 100%).
-BOX_W, BOX_H = 220, 26
-GAP_X, GAP_Y = 70, 8
+BOX_W, BOX_H = 190, 26
+GAP_X, GAP_Y = 50, 8
 MARGIN = 12
 
 

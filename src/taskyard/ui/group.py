@@ -8,6 +8,9 @@ live updates (`ui/live.py`). See docs/ui.md, "A task group and its graph".
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
+import orjson
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -26,19 +29,44 @@ async def group_page(ui: UI, request: Request) -> Response:
     keep = group_rows.Filter.parse(request.query_params)
     follow = live.group_url(ui, task_group_id)  # before reading: the stream replays what follows
     group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
-    table, shown = group_rows.table_rows(rows, keep, ui.now())
+    kept = group_rows.matching(rows, keep)
+    first = (keep.page - 1) * group_rows.PAGE_ROWS
+    shown = kept[first : first + group_rows.PAGE_ROWS]
     return await ui.page(
         request,
         "group.html",
         group=group,
         counts=group_rows.counts(rows),
         total=len(rows),
-        rows=table,
-        shown=shown,
+        rows=group_rows.table_rows(shown, ui.now()),
+        matching=len(kept),
+        first=first,
+        shown=len(shown),
+        pages=pages(request, keep, len(kept)),
+        page_rows=group_rows.PAGE_ROWS,
         filter=keep,
         states=graph_layout.STATES,
         live_url=follow,
     )
+
+
+def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str, str]:
+    """The links to the previous and next page of the table (none where there is none)."""
+    found = {}
+    last = max(1, -(-matching // group_rows.PAGE_ROWS))
+    for name, page in (("previous", keep.page - 1), ("next", keep.page + 1)):
+        if 1 <= page <= last:
+            query = {"state": keep.state, "q": keep.text, "page": str(page)}
+            found[name] = "?" + urlencode({k: v for k, v in query.items() if v and v != "1"})
+    return found
+
+
+async def rows_json(ui: UI, request: Request) -> Response:
+    """Every task of the group as the page's script filters them: `{taskGroupId, rows}`."""
+    task_group_id = request.path_params["taskGroupId"]
+    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
+    body = {"taskGroupId": group["taskGroupId"], "rows": group_rows.json_rows(rows, ui.now())}
+    return Response(orjson.dumps(body), 200, {"cache-control": "no-store"}, "application/json")
 
 
 async def graph_page(ui: UI, request: Request) -> Response:
@@ -70,4 +98,5 @@ def routes(ui: UI) -> list[BaseRoute]:
         Route("/groups/{taskGroupId}", view(group_page)(ui), methods=["GET"]),
         Route("/groups/{taskGroupId}/", view(trailing_slash)(ui), methods=["GET"]),
         Route("/groups/{taskGroupId}/graph", view(graph_page)(ui), methods=["GET"]),
+        Route("/groups/{taskGroupId}/rows", view(rows_json)(ui), methods=["GET"]),
     ]

@@ -25,19 +25,22 @@ from taskyard.ui import formats
 from taskyard.ui.graph_layout import STATES
 
 MAX_QUERY = 200  # characters of the text search
+PAGE_ROWS = 500  # rows a page of the table shows: a browser lays out 10,000 far too slowly
+MAX_PAGE = 100_000
 
 
 @dataclass(frozen=True)
 class Filter:
     """The table's filter: a state (empty: every state) and a text (empty: any) the task's name or
-    taskId contains, ignoring case."""
+    taskId contains, ignoring case; and which page of PAGE_ROWS matching rows to show."""
 
     state: str = ""
     text: str = ""
+    page: int = 1
 
     @classmethod
     def parse(cls, query: Any) -> Filter:
-        """From the query parameters `state` and `q`; 400 naming the parameter and the rule."""
+        """From the query parameters `state`, `q` and `page`; 400 naming the parameter and the rule."""
         state = query.get("state", "") or ""
         if state not in ("", *STATES):
             raise InvalidRequestArguments(
@@ -49,7 +52,7 @@ class Filter:
             raise InvalidRequestArguments(f"query parameter q is {len(text)} characters; at most {MAX_QUERY}")
         if any(ord(c) < 0x20 or c == "\x7f" for c in text):
             raise InvalidRequestArguments("query parameter q may not contain control characters")
-        return cls(state, text)
+        return cls(state, text, _page(query.get("page", "") or "1"))
 
     @property
     def active(self) -> bool:
@@ -60,6 +63,12 @@ class Filter:
             return False
         folded = self.text.casefold()
         return not folded or folded in name.casefold() or folded in task_id.casefold()
+
+
+def _page(text: str) -> int:
+    if not (text.isascii() and text.isdigit() and 1 <= int(text[:7]) <= MAX_PAGE):
+        raise InvalidRequestArguments(f"query parameter page {text[:20]!r} is not a page: 1 to {MAX_PAGE}")
+    return int(text)
 
 
 async def read_group(q: Queue, task_group_id: str, query: str) -> tuple[TaskGroup, list[Row]]:
@@ -113,16 +122,25 @@ def fast_escape(text: str) -> str:
     )
 
 
-def table_rows(rows: Sequence[Row], keep: Filter, now: int) -> tuple[Markup, int]:
-    """The table's `<tr>`s for the rows `keep` keeps, every value escaped, and how many there are."""
+def name_of(row: Row) -> str:
+    name = row["name"]
+    return name if isinstance(name, str) and name else str(row["task_id"])
+
+
+def matching(rows: Sequence[Row], keep: Filter) -> list[Row]:
+    """The rows `keep` keeps, in order."""
+    if not keep.active:
+        return list(rows)
+    return [r for r in rows if keep.keeps(r["task_id"], r["state"], name_of(r))]
+
+
+def table_rows(rows: Sequence[Row], now: int) -> Markup:
+    """The table's `<tr>`s for `rows`, every value escaped."""
     out: list[str] = []
     append, duration, esc = out.append, formats.duration, fast_escape
     states: dict[str, str] = {}
     for row in rows:
-        task_id, state, name = row["task_id"], row["state"], row["name"]
-        name = name if isinstance(name, str) and name else task_id
-        if keep.active and not keep.keeps(task_id, state, name):
-            continue
+        task_id, state, name = row["task_id"], row["state"], name_of(row)
         ms = run_duration(row["started"], row["resolved"], state, now)
         tid = esc(task_id)
         st = states.get(state) or states.setdefault(state, esc(state))
@@ -133,4 +151,26 @@ def table_rows(rows: Sequence[Row], keep: Filter, now: int) -> tuple[Markup, int
             f'<td class="num">{"" if ms is None else duration(ms)}</td>'
             f"<td>{esc(worker_of(row['worker_group'], row['worker_id']))}</td></tr>\n"
         )
-    return Markup("".join(out)), len(out)
+    return Markup("".join(out))
+
+
+def json_rows(rows: Sequence[Row], now: int) -> list[list[object]]:
+    """Every row as `[taskId, name, state, runs, last run's duration, worker]` (the page's script
+    filters these and draws the rows it shows)."""
+    duration = formats.duration
+    found: list[list[object]] = []
+    for row in rows:
+        state = row["state"]
+        ms = run_duration(row["started"], row["resolved"], state, now)
+        worker = worker_of(row["worker_group"], row["worker_id"])
+        found.append(
+            [
+                row["task_id"],
+                name_of(row),
+                state,
+                row["runs"] or 0,
+                "" if ms is None else duration(ms),
+                worker,
+            ]
+        )
+    return found

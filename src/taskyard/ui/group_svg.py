@@ -16,7 +16,7 @@ from markupsafe import Markup, escape
 from taskyard.storage.port import Row
 from taskyard.ui.graph_layout import BOX_H, BOX_W, Box, Drawing, Task, draw
 
-LABEL_CHARS = 30  # what fits in a box
+LABEL_CHARS = 26  # what fits in a box
 
 
 def tasks_of(rows: Sequence[Row]) -> list[Task]:
