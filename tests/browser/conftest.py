@@ -31,8 +31,10 @@ def need_chromium() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Chromium for one module. Not for the session: while Playwright's sync API is open it keeps
+    an event loop running in this thread, and every asyncio test after it would fail to start."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 

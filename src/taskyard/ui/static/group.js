@@ -171,7 +171,7 @@
     }
   }
 
-  load();
+  load().catch(() => {}); // without the tasks, the form still asks the server
   const live = table.dataset.live;
   if (live && window.taskyard) {
     window.taskyard.follow(live, (event) => {
