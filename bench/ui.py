@@ -1,4 +1,14 @@
-"""What the web UI and its neighbours cost the server: for now, scraping `GET /metrics`.
+"""What the web UI and its neighbours cost the server: the task-group page, and scraping `GET /metrics`.
+
+group     A task group of 100, 1,000 and 10,000 tasks (a tenth of them roots, the others depending
+          on one or two earlier tasks of the group; some roots claimed, completed or failed),
+          created through the queue's functions, then `GET /groups/<id>` through the app in
+          process (httpx's ASGI transport: server time, no network): the p50 of several renders
+          of the page (its first 500 rows), of a filtered one (`?state=failed`), of the graph page
+          (`/graph`) and of every task as JSON (`/rows`, what the page's script fetches), their
+          sizes, and how the time grows from one size to the next (a ratio near 10 for ten times
+          the tasks: linear). Wall and CPU time: on a busy machine the CPU time is the steadier.
+          Aim: the page <= 300 ms at 10,000 tasks.
 
 metrics   N pending tasks (default 10,000) spread over Q task queues (default 20), a few of them
           claimed; then `GET /metrics` through the app in-process (httpx's ASGI transport, so no
@@ -6,17 +16,22 @@ metrics   N pending tasks (default 10,000) spread over Q task queues (default 20
           skipped by moving the cache's clock), `cached` ones answer from the cache, as most
           scrapes do when several Prometheus servers scrape one taskyard. Aim: fresh <= 50 ms.
 
-Figures are printed, never asserted. Run: .venv/bin/python bench/ui.py [--tasks N] [--queues Q]
-[--db-url URL] (default: SQLite in a temporary directory).
+Figures are printed, never asserted. Run: .venv/bin/python bench/ui.py [--only group|metrics]
+[--sizes 100,1000,10000] [--tasks N] [--queues Q] [--db-url URL] (default: SQLite in a temporary
+directory; a PostgreSQL URL names a scratch database the bench fills and leaves).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
+import random
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -28,15 +43,20 @@ from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.model import dates, slugid
 from taskyard.model.guard import ALLOW_ALL
+from taskyard.model.task_definition import TaskDefinition
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
 
 TOKEN = "bench-root-token-bench-root-token"
 SCRAPES = 50
+GROUP_SIZES = (100, 1_000, 10_000)
+BATCH = 1_000  # tasks created per transaction
+GROUP_QUEUE = "bench/group"
 
 
-def definition(task_queue_id: str) -> dict[str, object]:
+def definition(task_queue_id: str, name: str = "bench", **more: object) -> dict[str, object]:
     now = dates.now_ms()
     return {
         "taskQueueId": task_queue_id,
@@ -44,11 +64,12 @@ def definition(task_queue_id: str) -> dict[str, object]:
         "deadline": dates.to_iso(now + dates.DAY),
         "payload": {},
         "metadata": {
-            "name": "bench",
+            "name": name,
             "description": "bench/ui.py",
             "owner": "b@example.com",
             "source": "https://x",
         },
+        **more,
     }
 
 
@@ -75,44 +96,142 @@ async def scrape(client: httpx.AsyncClient) -> tuple[float, int]:
     return elapsed, len(response.content)
 
 
-async def run(db_url: str, n: int, queues: int) -> None:
+async def open_services(db_url: str) -> Services:
     storage = await open_storage(db_url)
+    auth = Auth(storage, secret_key="bench", static_clients=static.static_clients(TOKEN))
+    await auth.start()
+    queue = Queue(storage, QueueConfig(), credentials_issuer=("bench", TOKEN))
+    await queue.start()
+    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand))
+
+
+async def measure_metrics(services: Services, n: int, queues: int) -> None:
+    await fill(services.queue, n, queues)
+    app = build_app(services)
+    measured: metrics.Metrics = app.state.metrics
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        await scrape(client)  # warm up
+        fresh = []
+        for _ in range(SCRAPES):
+            assert measured.collector.snapshot is not None
+            measured.collector.snapshot.taken -= metrics.CACHE_SECONDS  # stale: query again
+            fresh.append((await scrape(client))[0])
+        cached = [(await scrape(client))[0] for _ in range(SCRAPES)]
+        size = (await scrape(client))[1]
+    print(f"/metrics at {n} pending tasks, {queues} queues ({size} bytes), {SCRAPES} scrapes each:")
+    summary("fresh", fresh)
+    summary("cached", cached)
+
+
+async def fill_group(queue: Queue, n: int, rng: random.Random) -> str:
+    """A group of `n` tasks: a tenth roots, the rest depending on one or two earlier tasks; then a
+    few roots claimed, and some of those completed or failed."""
+    group, made = slugid.nice(), []
+    items: list[tuple[str, TaskDefinition]] = []
+    for i in range(n):
+        task_id = slugid.nice()
+        roots = i < max(1, n // 10)
+        deps = [] if roots else sorted({rng.choice(made) for _ in range(rng.choice((1, 2)))})
+        body = definition(GROUP_QUEUE, f"build/{i % 37}/step-{i}", taskGroupId=group, dependencies=deps)
+        items.append((task_id, tasks.define(queue, task_id, body)))
+        made.append(task_id)
+    for start in range(0, n, BATCH):
+        async with queue.storage.transaction() as tx:
+            await tasks.create_tasks_tx(queue, tx, items[start : start + BATCH])
+    claimed = await claims.claim_pending(queue, GROUP_QUEUE, ("wg", "w1"), max(1, n // 20))
+    for i, claim in enumerate(claimed):
+        if i % 3 == 0:
+            continue  # left running
+        state = "completed" if i % 3 == 1 else "failed"
+        await claims.report(queue, claim["status"]["taskId"], claim["runId"], state, state)
+    return group
+
+
+@dataclass
+class Timed:
+    wall: float  # the p50 of the renders' elapsed time, ms
+    cpu: float  # the p50 of this process's CPU time per render, ms (what a busy machine adds is not in it)
+    size: int  # the last answer's bytes
+
+    def __str__(self) -> str:
+        return f"{self.wall:7.1f} ms (cpu {self.cpu:6.1f} ms)"
+
+
+async def p50(render: Callable[[], Awaitable[int]], times: int) -> Timed:
+    """The medians of `times` renders, after one to warm up, and the last answer's size."""
+    size = await render()
+    wall, cpu = [], []
+    for _ in range(times):
+        started, used = time.perf_counter(), time.process_time()
+        size = await render()
+        wall.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - used)
+    return Timed(statistics.median(wall) * 1000, statistics.median(cpu) * 1000, size)
+
+
+async def measure_group(services: Services, sizes: list[int]) -> None:
+    transport = httpx.ASGITransport(app=build_app(services))
+    rng = random.Random(7)
+    rows = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+
+        def getter(path: str) -> Callable[[], Awaitable[int]]:
+            async def get() -> int:
+                answer = await client.get(path, headers={"accept": "text/html"})
+                answer.raise_for_status()
+                return len(answer.content)
+
+            return get
+
+        for n in sizes:
+            started = time.perf_counter()
+            group = await fill_group(services.queue, n, rng)
+            filled = time.perf_counter() - started
+            renders = 15 if n <= 1_000 else 9
+            whole = await p50(getter(f"/groups/{group}"), renders)
+            failed = await p50(getter(f"/groups/{group}?state=failed"), renders)
+            graph = await p50(getter(f"/groups/{group}/graph"), renders)
+            every = await p50(getter(f"/groups/{group}/rows"), renders)
+            rows.append((n, whole, failed, graph, every))
+            print(f"group of {n:,} tasks (filled in {filled:.1f} s), p50 of {renders} renders:")
+            print(f"  table    {whole}  {whole.size / 1e6:5.2f} MB")
+            print(f"  filtered {failed}  (?state=failed)")
+            print(f"  graph    {graph}  {graph.size / 1e3:5.0f} kB")
+            print(f"  rows     {every}  {every.size / 1e6:5.2f} MB (every task, as the script fetches them)")
+    for (n1, *before), (n2, *after) in itertools.pairwise(rows):
+        ratios = ", ".join(
+            f"{name} x{b.wall / a.wall:.1f} (cpu x{b.cpu / a.cpu:.1f})"
+            for name, a, b in zip(("table", "filtered", "graph", "rows"), before, after, strict=True)
+        )
+        print(f"growth {n1:,} -> {n2:,} tasks (x{n2 / n1:g}): {ratios}")
+
+
+async def run(db_url: str, only: str | None, sizes: list[int], n: int, queues: int) -> None:
+    services = await open_services(db_url)
     try:
-        auth = Auth(storage, secret_key="bench", static_clients=static.static_clients(TOKEN))
-        await auth.start()
-        queue = Queue(storage, QueueConfig(), credentials_issuer=("bench", TOKEN))
-        await queue.start()
-        await fill(queue, n, queues)
-        app = build_app(Services(queue=queue, auth=auth))
-        measured: metrics.Metrics = app.state.metrics
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
-            await scrape(client)  # warm up
-            fresh = []
-            for _ in range(SCRAPES):
-                assert measured.collector.snapshot is not None
-                measured.collector.snapshot.taken -= metrics.CACHE_SECONDS  # stale: query again
-                fresh.append((await scrape(client))[0])
-            cached = [(await scrape(client))[0] for _ in range(SCRAPES)]
-            size = (await scrape(client))[1]
-        print(f"/metrics at {n} pending tasks, {queues} queues ({size} bytes), {SCRAPES} scrapes each:")
-        summary("fresh", fresh)
-        summary("cached", cached)
+        if only in (None, "group"):
+            await measure_group(services, sizes)
+        if only in (None, "metrics"):
+            await measure_metrics(services, n, queues)
     finally:
-        await storage.close()
+        await services.queue.storage.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--only", choices=["group", "metrics"])
+    parser.add_argument("--sizes", default=",".join(map(str, GROUP_SIZES)), help="the groups' sizes")
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--queues", type=int, default=20)
     parser.add_argument("--db-url", help="a database to fill (default: SQLite in a temporary directory)")
     args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db_url or f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
-        asyncio.run(run(url, args.tasks, args.queues))
+        asyncio.run(run(url, args.only, sizes, args.tasks, args.queues))
 
 
 if __name__ == "__main__":

@@ -227,12 +227,8 @@ def verdict(req: Req, answer: Answer) -> str | None:
         return f"status {status}"
     page = not unquote(req.path).startswith("/api/")  # the web UI: HTML pages and forms
     if page and 300 <= status < 400:
-        where = answer.headers.get("location", "")  # a form's 303 goes back to a page of this site
-        return (
-            None
-            if status == 303 and where.startswith("/") and not where.startswith("//")
-            else f"redirect to {where!r}"
-        )
+        where = answer.headers.get("location", "")  # a form's 303, a page's `/`: within this site
+        return None if where.startswith("/") and not where.startswith("//") else f"redirect to {where!r}"
     if 300 <= status < 400 and not (
         status == 303 and "location" in answer.headers and req.method in ("GET", "HEAD")
     ):

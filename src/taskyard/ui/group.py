@@ -1,13 +1,102 @@
-"""The group page(s) of the UI."""
+"""The task-group pages: `/groups/{taskGroupId}` (its tasks, counts by state, a filter by state
+and text) and `/groups/{taskGroupId}/graph` (its dependency graph, drawn on the server).
+
+Both work without JavaScript: the filter is a GET form (`?state=failed&q=build`) the server
+applies; `static/group.js` filters the rows already shown as one types, and follows the group's
+live updates (`ui/live.py`). See docs/ui.md, "A task group and its graph".
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+from urllib.parse import urlencode
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from taskyard.queue import groups
+from taskyard.ui import graph_layout, group_rows, group_svg, live
+from taskyard.ui.render import view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.ui.render import UI
 
 
+async def group_page(ui: UI, request: Request) -> Response:
+    task_group_id = request.path_params["taskGroupId"]
+    keep = group_rows.Filter.parse(request.query_params)
+    follow = live.group_url(ui, task_group_id)  # before reading: the stream replays what follows
+    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
+    kept = group_rows.matching(rows, keep)
+    first = (keep.page - 1) * group_rows.PAGE_ROWS
+    shown = kept[first : first + group_rows.PAGE_ROWS]
+    return await ui.page(
+        request,
+        "group.html",
+        group=group,
+        counts=group_rows.counts(rows),
+        total=len(rows),
+        rows=group_rows.table_rows(shown, ui.now()),
+        matching=len(kept),
+        first=first,
+        shown=len(shown),
+        pages=pages(request, keep, len(kept)),
+        page_rows=group_rows.PAGE_ROWS,
+        filter=keep,
+        states=graph_layout.STATES,
+        live_url=follow,
+    )
+
+
+def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str, str]:
+    """The links to the previous and next page of the table (none where there is none)."""
+    found = {}
+    last = max(1, -(-matching // group_rows.PAGE_ROWS))
+    for name, page in (("previous", keep.page - 1), ("next", keep.page + 1)):
+        if 1 <= page <= last:
+            query = {"state": keep.state, "q": keep.text, "page": str(page)}
+            found[name] = "?" + urlencode({k: v for k, v in query.items() if v and v != "1"})
+    return found
+
+
+async def rows_json(ui: UI, request: Request) -> Response:
+    """Every task of the group as the page's script filters them: `{taskGroupId, rows}`."""
+    task_group_id = request.path_params["taskGroupId"]
+    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
+    body = {"taskGroupId": group["taskGroupId"], "rows": group_rows.json_rows(rows, ui.now())}
+    return Response(orjson.dumps(body), 200, {"cache-control": "no-store"}, "application/json")
+
+
+async def graph_page(ui: UI, request: Request) -> Response:
+    task_group_id = request.path_params["taskGroupId"]
+    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_graph")
+    drawing, picture = group_svg.graph_svg(rows, task_group_id, graph_layout.THRESHOLD)
+    return await ui.page(
+        request,
+        "group_graph.html",
+        group=group,
+        counts=group_rows.counts(rows),
+        total=len(rows),
+        drawing=drawing,
+        picture=picture,
+        threshold=graph_layout.THRESHOLD,
+        states=graph_layout.STATES,
+    )
+
+
+async def trailing_slash(ui: UI, request: Request) -> Response:
+    """`/groups/<id>/` is the group's page, once the id is known to be one."""
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
+    query = request.url.query
+    return RedirectResponse(f"/groups/{task_group_id}" + (f"?{query}" if query else ""), 308)
+
+
 def routes(ui: UI) -> list[BaseRoute]:
-    return []
+    return [
+        Route("/groups/{taskGroupId}", view(group_page)(ui), methods=["GET"]),
+        Route("/groups/{taskGroupId}/", view(trailing_slash)(ui), methods=["GET"]),
+        Route("/groups/{taskGroupId}/graph", view(graph_page)(ui), methods=["GET"]),
+        Route("/groups/{taskGroupId}/rows", view(rows_json)(ui), methods=["GET"]),
+    ]

@@ -112,3 +112,17 @@ SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::int
 SELECT task_group_id, state, count(*) AS tasks FROM tasks
  WHERE task_group_id = ANY($1::text[])
  GROUP BY task_group_id, state
+-- name: ui_group_tasks
+-- The web UI's group page: what its table shows of each task of a group, and nothing more:
+-- id, state, name, how many runs, the last run's start, end and worker.
+SELECT t.task_id, t.state, t.definition::json #>> '{metadata,name}' AS name, json_array_length(r.runs) AS runs,
+       r.runs -> -1 ->> 'started' AS started, r.runs -> -1 ->> 'resolved' AS resolved,
+       r.runs -> -1 ->> 'workerGroup' AS worker_group, r.runs -> -1 ->> 'workerId' AS worker_id
+  FROM tasks t CROSS JOIN LATERAL (SELECT t.runs::json AS runs) r
+ WHERE t.task_group_id = $1 ORDER BY t.task_id
+
+-- name: ui_group_graph
+-- The web UI's graph of a group: each task's id, state, name and dependencies (a JSON list).
+SELECT t.task_id, t.state, d.definition #>> '{metadata,name}' AS name, (d.definition -> 'dependencies')::text AS dependencies
+  FROM tasks t CROSS JOIN LATERAL (SELECT t.definition::json AS definition) d
+ WHERE t.task_group_id = $1 ORDER BY t.task_id

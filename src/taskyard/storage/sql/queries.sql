@@ -519,3 +519,6 @@ SELECT run_id, name, storage_type, content_type, expires, details, present FROM 
  WHERE task_id = $1
  ORDER BY run_id DESC, name
  LIMIT $2
+-- name: ui_group_counts
+-- The web UI's group page: how many of the group's tasks are in each state.
+SELECT state, count(*) AS n FROM tasks WHERE task_group_id = $1 GROUP BY state

@@ -96,3 +96,15 @@ SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extrac
 SELECT task_group_id, state, count(*) AS tasks FROM tasks
  WHERE task_group_id IN (SELECT value FROM json_each($1))
  GROUP BY task_group_id, state
+-- name: ui_group_tasks
+-- The web UI's group page: what its table shows of each task of a group, and nothing more:
+-- id, state, name, how many runs, the last run's start, end and worker.
+SELECT task_id, state, definition ->> '$.metadata.name' AS name, json_array_length(runs) AS runs,
+       runs ->> '$[#-1].started' AS started, runs ->> '$[#-1].resolved' AS resolved,
+       runs ->> '$[#-1].workerGroup' AS worker_group, runs ->> '$[#-1].workerId' AS worker_id
+  FROM tasks WHERE task_group_id = $1 ORDER BY task_id
+
+-- name: ui_group_graph
+-- The web UI's graph of a group: each task's id, state, name and dependencies (a JSON list).
+SELECT task_id, state, definition ->> '$.metadata.name' AS name, definition -> '$.dependencies' AS dependencies
+  FROM tasks WHERE task_group_id = $1 ORDER BY task_id
