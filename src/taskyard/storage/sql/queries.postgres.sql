@@ -42,13 +42,14 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: join_group
--- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it.
+-- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it, and
+-- whether task $5 exists already (createTask's repeat check, without a statement of its own).
 INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
    SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
        sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
        expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE GREATEST(g.expires, excluded.expires) END
-RETURNING scheduler_id, sealed
+RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = $5) AS task_exists
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
@@ -106,3 +107,19 @@ SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE
 INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
 SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::integer
   FROM jsonb_array_elements($2::jsonb) AS e
+
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
+-- `artifact_*`, NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+   FOR UPDATE OF t
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length(t.runs::json) - 1 FROM tasks t WHERE t.task_id = $1)

@@ -461,3 +461,8 @@ SELECT g.task_id FROM task_graphs gr
  WHERE gr.state = 'running'
    AND ((t.state = 'completed' AND NOT g.completed) OR t.state IN ('failed', 'exception'))
  LIMIT $1
+
+-- name: get_artifact_with_runs
+-- An upload's check before its body is read: the artifact, with its task's runs (NULL: task gone).
+SELECT a.*, t.runs AS task_runs FROM artifacts a LEFT JOIN tasks t ON t.task_id = a.task_id
+ WHERE a.task_id = $1 AND a.run_id = $2 AND a.name = $3
