@@ -83,6 +83,22 @@ SELECT * FROM artifacts
  WHERE task_id = $1 AND run_id = $2 AND name COLLATE "C" > $3
  ORDER BY name COLLATE "C" LIMIT $4
 
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
+-- `artifact_*`, NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+   FOR UPDATE OF t
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length(t.runs::json) - 1 FROM tasks t WHERE t.task_id = $1)
+
 -- name: get_live_log_for_update
 -- Racing appends to one live log take turns: the loser sees the winner's length.
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE
@@ -107,19 +123,3 @@ SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE
 INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
 SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::integer
   FROM jsonb_array_elements($2::jsonb) AS e
-
--- name: get_task_and_artifact_for_update
--- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
--- `artifact_*`, NULL when there is none).
-SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
-       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
-       a.upload_token AS artifact_upload_token
-  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
- WHERE t.task_id = $1
-   FOR UPDATE OF t
-
--- name: get_latest_artifact
--- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
-SELECT a.* FROM artifacts a
- WHERE a.task_id = $1 AND a.name = $2
-   AND a.run_id = (SELECT json_array_length(t.runs::json) - 1 FROM tasks t WHERE t.task_id = $1)

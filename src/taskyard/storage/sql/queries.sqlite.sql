@@ -68,6 +68,21 @@ DELETE FROM task_resolutions WHERE id IN (SELECT value FROM json_each($1))
 -- Names compare by bytes in both dialects (PostgreSQL's says COLLATE "C").
 SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER BY name LIMIT $4
 
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row with the artifact it may replace (columns `artifact_*`,
+-- NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length(t.runs) - 1 FROM tasks t WHERE t.task_id = $1)
+
 -- name: get_live_log_for_update
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
 
@@ -91,18 +106,3 @@ INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires,
 SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[4]')
   FROM json_each($2)
-
--- name: get_task_and_artifact_for_update
--- createArtifact's one read: the task row with the artifact it may replace (columns `artifact_*`,
--- NULL when there is none).
-SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
-       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
-       a.upload_token AS artifact_upload_token
-  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
- WHERE t.task_id = $1
-
--- name: get_latest_artifact
--- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
-SELECT a.* FROM artifacts a
- WHERE a.task_id = $1 AND a.name = $2
-   AND a.run_id = (SELECT json_array_length(t.runs) - 1 FROM tasks t WHERE t.task_id = $1)
