@@ -37,7 +37,8 @@ BUDGETS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "createTask": ((8, 7), (9, 7)),
     "createTask, a dependency": ((7, 7), (7, 7)),
     "createTask, again": ((5, 5), (5, 5)),
-    "claimWork": ((8, 8), (8, 8)),
+    "claimWork": ((7, 7), (7, 7)),
+    "claimWork, two tasks": ((9, 9), (9, 9)),
     "reclaimTask": ((2, 2), (2, 2)),
     "reportCompleted": ((6, 6), (6, 6)),
     "reportFailed": ((6, 6), (6, 6)),
@@ -120,6 +121,11 @@ async def test_claim_work(api: Api) -> None:
     task_id, _ = await api.create_task()
     response = await within_budget(api, "claimWork", api.call("POST", f"/claim-work/{QUEUE}", WORKER))
     assert [claim["status"]["taskId"] for claim in response.json()["tasks"]] == [task_id]
+    low, _ = await api.create_task(priority="low")
+    high, _ = await api.create_task(priority="high")
+    two = api.call("POST", f"/claim-work/{QUEUE}", {**WORKER, "tasks": 2})
+    response = await within_budget(api, "claimWork, two tasks", two)
+    assert [claim["status"]["taskId"] for claim in response.json()["tasks"]] == [high, low]
 
 
 async def test_reclaim_task_and_the_reports(api: Api) -> None:

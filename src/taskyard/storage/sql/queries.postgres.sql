@@ -9,22 +9,27 @@ SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
--- name: lock_pending
--- The first claimable runs with their task rows, both locked; a run whose pending row or task row
--- another transaction holds (a claim, a cancel, a priority change) is skipped, never waited for.
--- The pending rows are chosen first, from the claim index alone, so the cost does not grow with
--- the backlog even before the planner has statistics.
+-- name: take_pending
+-- Take the first claimable runs: their claim-index rows are deleted and answered with their task
+-- rows, both locked. A run whose pending row or task row another transaction holds (a claim, a
+-- cancel, a priority change) is skipped, never waited for, and stays. The pending rows are chosen
+-- first, from the claim index alone, so the cost does not grow with the backlog even before the
+-- planner has statistics.
 WITH p AS (
     SELECT task_id, run_id, priority, inserted FROM pending_runs
      WHERE task_queue_id = $1 AND deadline > $3
      ORDER BY priority DESC, inserted, task_id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
+), taken AS (
+    SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
+      FROM p JOIN tasks t ON t.task_id = p.task_id
+       FOR UPDATE OF t SKIP LOCKED
+), gone AS (
+    DELETE FROM pending_runs d USING taken
+     WHERE d.task_id = taken.task_id AND d.run_id = taken.pending_run_id
 )
-SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
-  FROM p JOIN tasks t ON t.task_id = p.task_id
- ORDER BY p.priority DESC, p.inserted, p.task_id
-   FOR UPDATE OF t SKIP LOCKED
+SELECT * FROM taken ORDER BY pending_priority DESC, pending_inserted, task_id
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions

@@ -9,12 +9,34 @@ SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY 
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
--- name: lock_pending
-SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
-  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
- WHERE p.task_queue_id = $1 AND p.deadline > $3
- ORDER BY p.priority DESC, p.inserted, p.task_id
- LIMIT $2
+-- name: take_pending
+-- Take the first claimable runs: delete their claim-index rows, answering each with its task row
+-- (RETURNING reads only the deleted table: the task's columns come one subquery each). In no
+-- particular order: the caller sorts by pending_priority, pending_inserted, task_id.
+DELETE FROM pending_runs
+ WHERE (task_id, run_id) IN (SELECT p.task_id, p.run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+                              WHERE p.task_queue_id = $1 AND p.deadline > $3
+                              ORDER BY p.priority DESC, p.inserted, p.task_id
+                              LIMIT $2)
+RETURNING run_id AS pending_run_id, priority AS pending_priority, inserted AS pending_inserted,
+       (SELECT task_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_id,
+       (SELECT task_group_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_group_id,
+       (SELECT scheduler_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS scheduler_id,
+       (SELECT project_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS project_id,
+       (SELECT task_queue_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_queue_id,
+       (SELECT priority FROM tasks t WHERE t.task_id = pending_runs.task_id) AS priority,
+       (SELECT requires FROM tasks t WHERE t.task_id = pending_runs.task_id) AS requires,
+       (SELECT retries_left FROM tasks t WHERE t.task_id = pending_runs.task_id) AS retries_left,
+       (SELECT created FROM tasks t WHERE t.task_id = pending_runs.task_id) AS created,
+       (SELECT deadline FROM tasks t WHERE t.task_id = pending_runs.task_id) AS deadline,
+       (SELECT expires FROM tasks t WHERE t.task_id = pending_runs.task_id) AS expires,
+       (SELECT definition FROM tasks t WHERE t.task_id = pending_runs.task_id) AS definition,
+       (SELECT runs FROM tasks t WHERE t.task_id = pending_runs.task_id) AS runs,
+       (SELECT state FROM tasks t WHERE t.task_id = pending_runs.task_id) AS state,
+       (SELECT taken_until FROM tasks t WHERE t.task_id = pending_runs.task_id) AS taken_until,
+       (SELECT claimed_at FROM tasks t WHERE t.task_id = pending_runs.task_id) AS claimed_at,
+       (SELECT ever_resolved FROM tasks t WHERE t.task_id = pending_runs.task_id) AS ever_resolved,
+       (SELECT version FROM tasks t WHERE t.task_id = pending_runs.task_id) AS version
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
