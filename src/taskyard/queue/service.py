@@ -216,19 +216,6 @@ async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int)
     )
 
 
-def _row_alone(change: Change) -> bool:
-    """Whether `change` writes the task row and nothing else: no claim index, no dependency
-    record, no events. Such a change needs no transaction around its conditional update."""
-    return (
-        change.changed
-        and not change.messages
-        and not change.dequeue
-        and not change.priority_changed
-        and change.enqueue_run is None
-        and change.resolution is None
-    )
-
-
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     """Put a pending run in the claim index and on its poll queue (queue/poll.py), and wake a
     waiting worker once this commits. The one place where runs become claimable."""
@@ -345,12 +332,12 @@ async def transition_alone(q: Queue, task_id: str, step: Callable[[TaskRecord], 
     """`transition()` for a step whose change is expected to write the task row alone (reclaimTask):
     one read and one conditional update, which is atomic by itself, with no transaction around
     them. The update checks the version read, so a change made meanwhile is a lost race, and the
-    step runs again on the fresh record. A change that turns out to need more (`_row_alone`) is
+    step runs again on the fresh record. A change that turns out to need more (`Change.row_alone`) is
     made by `transition()`, which runs the step again on the row it locks."""
     for _ in range(RACE_RETRIES):
         rec = await load(q, task_id)
         change = step(rec)
-        if not _row_alone(change):
+        if not change.row_alone:
             return await transition(q, task_id, step)
         try:
             if await _write_record(q.storage, change.record, rec.version) == 1:
