@@ -39,13 +39,16 @@ fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
+# bench: taskyard's own figures first, then bench/peers.py, which puts taskyard beside procrastinate
+# and Celery (installed into bench/.peers-venv, not here) and ends with the comparison table.
 bench: $(STAMP)
 	$(BIN)/python bench/lifecycle.py
 	$(BIN)/python bench/worker.py
+	$(BIN)/python bench/peers.py
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py
 	TASKYARD_FUZZ_COUNT=50000 $(BIN)/pytest -q tests/api/test_fuzz.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) bench/.peers-venv .pytest_cache .mypy_cache .ruff_cache

@@ -17,7 +17,32 @@ ALLOWED = {
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
-    "api": {"model", "storage", "events", "artifacts", "auth", "queue", "scheduler", "config", "__init__"},
+    "api": {
+        "model",
+        "storage",
+        "events",
+        "artifacts",
+        "auth",
+        "queue",
+        "scheduler",
+        "config",
+        "ui",
+        "__init__",
+    },
+    # The web UI is the API's sibling at the edge: the app serves both, and the UI's actions call
+    # the API's own route handlers (so that its scope checks are the API's).
+    "ui": {
+        "model",
+        "storage",
+        "events",
+        "artifacts",
+        "auth",
+        "queue",
+        "scheduler",
+        "config",
+        "api",
+        "__init__",
+    },
     # The worker is a client of the API: it signs requests, and never reaches into the server.
     "worker": {"model", "auth", "config", "lockfile"},
     "cli": {
@@ -29,6 +54,7 @@ ALLOWED = {
         "queue",
         "scheduler",
         "api",
+        "ui",
         "config",
         "worker",
         "lockfile",
@@ -44,7 +70,8 @@ DRIVERS = {
     "botocore": {"artifacts"},
     "aiohttp": {"worker"},
     # The web framework and the server stay at the edges: the HTTP API, and the command that serves it.
-    "starlette": {"api", "cli"},
+    "starlette": {"api", "ui", "cli"},
+    "jinja2": {"ui"},
     "uvicorn": {"cli"},
 }
 

@@ -54,6 +54,12 @@ class ServerConfig:
     bench_skip_auth: bool = False
     # API processes forked to serve one port (`serve --processes`); above 1 on PostgreSQL only.
     processes: int = 1
+    # Overload, per process (api/shedding.py, cli/connections.py); 0 means no bound.
+    max_in_flight: int = 256  # requests at once, long polls, streams and ping aside (more: 503)
+    max_long_polls: int = 4000  # claimWork long polls at once (more: answered at once, no task)
+    db_wait_timeout: float = 5.0  # seconds a request waits for a database connection (then 503)
+    head_timeout: float = 10.0  # seconds a connection may take to send a request's head
+    keep_alive_timeout: int = 5  # seconds an idle kept-alive connection stays open
 
     @property
     def root_url(self) -> str:

@@ -218,12 +218,21 @@ async def receive(api: Api, azure: fuzz_azure.Azure) -> None:
 
 def verdict(req: Req, answer: Answer) -> str | None:
     """What is wrong with the answer, if anything. Under the Azure-queue prefix (as the server
-    decodes the path), a 4xx is Azure's XML error; everywhere else TaskCluster's JSON one."""
+    decodes the path), a 4xx is Azure's XML error; outside `/api/` (the web UI) an HTML page, and a
+    redirect (a form's 303) goes to a path of this site; everywhere else TaskCluster's JSON one."""
     status = answer.status
     if status == 0:
         return "no answer at all"
     if status >= 500 or status < 200:
         return f"status {status}"
+    page = not unquote(req.path).startswith("/api/")  # the web UI: HTML pages and forms
+    if page and 300 <= status < 400:
+        where = answer.headers.get("location", "")  # a form's 303 goes back to a page of this site
+        return (
+            None
+            if status == 303 and where.startswith("/") and not where.startswith("//")
+            else f"redirect to {where!r}"
+        )
     if 300 <= status < 400 and not (
         status == 303 and "location" in answer.headers and req.method in ("GET", "HEAD")
     ):
@@ -232,9 +241,12 @@ def verdict(req: Req, answer: Answer) -> str | None:
         return None
     if unquote(req.path).startswith(fuzz_azure.PREFIX):
         return None if fuzz_azure.azure_error(answer) else f"{status} without Azure's XML error body"
-    if not answer.json_error():
-        return f"{status} without the JSON error body"
-    return None
+    if answer.json_error():
+        return None
+    if page:  # the web UI's pages: a refusal is an HTML page saying why
+        html = answer.headers.get("content-type", "").startswith("text/html")
+        return None if html else f"{status} without an HTML error page"
+    return f"{status} without the JSON error body"
 
 
 def report(seed: int, n: int, backend: str, target: Target, req: Req, problem: str, detail: str) -> str:

@@ -31,8 +31,10 @@ def need_chromium() -> None:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
+    """Chromium for one module: Playwright's sync API holds the thread's event loop while it runs,
+    so it must be gone before the async tests of the next directory start."""
     need_chromium()
     from playwright.sync_api import sync_playwright
 

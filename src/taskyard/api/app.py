@@ -33,6 +33,7 @@ from taskyard.api import (
     openapi,
     queue_v1,
     scheduler_v1,
+    shedding,
 )
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
@@ -68,6 +69,9 @@ class Services:
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
     events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
+    limits: shedding.Limits = field(
+        default_factory=shedding.Limits
+    )  # what one process takes at once (api/shedding.py)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
@@ -320,10 +324,16 @@ def build_app(services: Services) -> Starlette:
     routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
     measured = metrics.Metrics(services.queue, feed=services.events)
     routes += measured.routes()
+    shed = shedding.Counts()
+    measured.registry.register(shedding.CountsCollector(shed))
     app = Starlette(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
-        middleware=[Middleware(metrics.Timing, metrics=measured), Middleware(UnexpectedErrors)],
+        middleware=[
+            Middleware(shedding.Shedding, limits=services.limits, counts=shed),  # first: refusing is cheap
+            Middleware(metrics.Timing, metrics=measured),
+            Middleware(UnexpectedErrors),
+        ],
     )
     app.state.metrics = measured
     app.state.ui = ui

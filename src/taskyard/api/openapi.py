@@ -2,8 +2,9 @@
 
 Nothing here is written twice: each operation's path, method, name, scopes and stability come
 from its `Route`, its request body's schema is the one the API validates with (`Route.input`), and
-its answer's is `Route.output` (written in the same `model/schema.py` rules, and checked against
-real answers by the tests). A route without an `output` documents its answer as any JSON value.
+its answer's is `Route.output` where the route has one, else the TypedDict its handler is
+annotated to return (`api/answers.py`); the tests check real answers against both. A route whose
+handler answers something else (a redirect, a stream) documents its answer as any JSON value.
 Every error is TaskCluster's `{code, message, requestInfo}` (`ERROR`).
 
 Served at `/api/<service>/v1/openapi.json` and, as a page, `/api/<service>/v1/reference`. Public.
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route as StarletteRoute
 
 from taskyard import __version__
+from taskyard.api import answers
 from taskyard.api.routing import PARAM_PATTERNS, Route
 from taskyard.model import schema
 
@@ -84,7 +86,7 @@ def operation(service: str, route: Route) -> dict[str, object]:
         "description": "an error",
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
     }
-    answer = {} if route.output is None else route.output.json()
+    answer = answers.answer_schema(route)
     op: dict[str, object] = {
         "operationId": route.name,
         "summary": route.name,

@@ -91,6 +91,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
         [
             f"taskyard {__version__} is serving the queue",
             f"  root URL:      {config.root_url}",
+            f"  web UI:        {config.root_url}/",
             f"  queue API:     {config.root_url}/api/queue/v1/",
             f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",

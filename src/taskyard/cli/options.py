@@ -141,6 +141,47 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         default=QueueConfig.max_live_log_bytes,
         type=int,
     )
+    add_overload_options(parser)
+
+
+def add_overload_options(parser: argparse.ArgumentParser) -> None:
+    """How much one API process takes at once (docs/operations.md, "Overload")."""
+    add(
+        parser,
+        "--max-in-flight",
+        help="requests one process answers at once, long polls and ping aside; more get 503 (0: no bound)",
+        default=ServerConfig.max_in_flight,
+        type=int,
+    )
+    add(
+        parser,
+        "--max-long-polls",
+        help="claimWork long polls one process holds at once; more are answered at once with no task "
+        "(0: no bound)",
+        default=ServerConfig.max_long_polls,
+        type=int,
+    )
+    add(
+        parser,
+        "--db-wait-timeout",
+        help="seconds a request waits for a database connection before it is answered 503",
+        default=ServerConfig.db_wait_timeout,
+        type=float,
+    )
+    add(
+        parser,
+        "--head-timeout",
+        help="seconds a client has to send a request's head (line and headers) before it is hung up on",
+        default=ServerConfig.head_timeout,
+        type=float,
+    )
+    add(
+        parser,
+        "--keep-alive-timeout",
+        help="seconds an idle kept-alive connection stays open",
+        default=ServerConfig.keep_alive_timeout,
+        type=int,
+    )
 
 
 def lock_data_dir(command: str, values: Mapping[str, Any]) -> Lock | None:
@@ -214,6 +255,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
             processes,
             "above 1 needs PostgreSQL (--db postgresql://...): a SQLite database is served by one process",
         )
+    check_overload(values)
     if values["artifacts"] and not values["artifacts"].startswith(("file://", "s3://")):
         raise ConfigError("artifacts", values["artifacts"], "must start with file:// or s3://")
     queue = QueueConfig(
@@ -240,7 +282,23 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         event_retention=values["event_retention"],
         bench_skip_auth=bench_skip_auth(values["host"], environ),
         processes=processes,
+        max_in_flight=values["max_in_flight"],
+        max_long_polls=values["max_long_polls"],
+        db_wait_timeout=values["db_wait_timeout"],
+        head_timeout=values["head_timeout"],
+        keep_alive_timeout=values["keep_alive_timeout"],
     )
+
+
+def check_overload(values: Mapping[str, Any]) -> None:
+    for name in ("max_in_flight", "max_long_polls"):
+        if values[name] < 0:
+            raise ConfigError(name.replace("_", "-"), values[name], "must be 0 (no bound) or more")
+    for name in ("db_wait_timeout", "head_timeout", "keep_alive_timeout"):
+        if not 0 < values[name] <= 3600:
+            raise ConfigError(
+                name.replace("_", "-"), values[name], "must be above 0 and at most 3600 seconds"
+            )
 
 
 def scheduler_id(value: str) -> str:

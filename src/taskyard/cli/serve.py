@@ -21,9 +21,11 @@ import uvicorn
 from starlette.applications import Starlette
 
 from taskyard.api.app import Services, build_app
+from taskyard.api.shedding import Limits
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
+from taskyard.cli.connections import raise_open_files_limit, with_head_timeout
 from taskyard.cli.processes import die_with_parent
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
@@ -108,6 +110,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
             events=feed,
+            limits=Limits(config.max_in_flight, config.max_long_polls, config.db_wait_timeout),
         )
         app = build_app(services)
         loops = [
@@ -211,6 +214,8 @@ async def serve(
     """Serve the API until interrupted; with `worker`, run that worker as a child process, which
     shares `lock` (the data directory's) so that it stays held until the worker is gone too.
     `listening` is a socket bound already (shared by the processes of `--processes`)."""
+    open_files = raise_open_files_limit()  # a connection is a file: thousands of long polls need room
+    log.debug("open-files limit: %d", open_files)
     async with contextlib.AsyncExitStack() as stack:
         if listening is None:
             listening = bind(config.host, config.port)  # before the database: a taken port is found at once
@@ -230,6 +235,8 @@ async def serve(
                 log_level="warning",
                 access_log=False,
                 lifespan="off",  # the deployment is open before the server starts
+                http=with_head_timeout(config.head_timeout),  # httptools, hanging up on slow request heads
+                timeout_keep_alive=config.keep_alive_timeout,
             ),
             deployment,
             close_deployment=stack.aclose,

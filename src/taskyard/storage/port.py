@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
 from taskyard.model.errors import RequestConflict, Unavailable
@@ -35,6 +36,10 @@ Listener = Callable[[str | None], None]
 (the connection that hears them was down a while): re-check whatever they would have said."""
 T = TypeVar("T")
 RETRY_AFTER_SECONDS = 2
+WAIT_TIMEOUT: ContextVar[float | None] = ContextVar("taskyard_storage_wait_timeout", default=None)
+"""Seconds the current caller waits for a database connection (SQLite: for the writer) before
+`DatabaseBusy`; None (the default, background work's) waits as long as it takes. The API sets it
+for each request it counts in flight (`api/shedding.py`), never for a long poll."""
 
 
 class UniqueViolation(RequestConflict):
@@ -45,6 +50,13 @@ class DatabaseUnavailable(Unavailable):
     """The database could not be reached or is too busy; try again."""
 
     retry_after = RETRY_AFTER_SECONDS
+
+
+class DatabaseBusy(DatabaseUnavailable):
+    """Every database connection stayed busy longer than `WAIT_TIMEOUT`: the transaction was
+    refused before it began, so nothing of it was done."""
+
+    retry_after = 1
 
 
 class TransactionRolledBack(DatabaseUnavailable):

@@ -44,6 +44,8 @@ from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
 from taskyard.storage.counting import record
 from taskyard.storage.port import (
+    WAIT_TIMEOUT,
+    DatabaseBusy,
     DatabaseUnavailable,
     Listener,
     Row,
@@ -210,8 +212,14 @@ class PostgresStorage:
         return self._pool
 
     async def _acquire(self, pool: asyncpg.Pool) -> Any:
+        wait = WAIT_TIMEOUT.get()
         with wrap_db_errors():
-            return await pool.acquire()
+            try:
+                return await (pool.acquire() if wait is None else pool.acquire(timeout=wait))
+            except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
+                raise DatabaseBusy(
+                    f"all {self._pool_size} database connections stayed busy for {wait} s"
+                ) from None
 
     async def _release(self, pool: asyncpg.Pool, conn: Any, *, broken: bool) -> None:
         """Hand `conn` back to the pool; close it instead if a failure may have broken it."""

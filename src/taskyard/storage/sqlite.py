@@ -18,7 +18,15 @@ from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
 from taskyard.storage.counting import record
-from taskyard.storage.port import DatabaseUnavailable, Listener, Row, Tx, UniqueViolation
+from taskyard.storage.port import (
+    WAIT_TIMEOUT,
+    DatabaseBusy,
+    DatabaseUnavailable,
+    Listener,
+    Row,
+    Tx,
+    UniqueViolation,
+)
 
 _PARAM = re.compile(r"\$(\d+)")
 _WORDS = {
@@ -176,7 +184,7 @@ class SQLiteStorage:
         if self._writer is None:
             raise DatabaseUnavailable("the SQLite storage is closed")
         writer = self._writer
-        async with self._lock:
+        async with self._writer_turn():
             session = _Session(writer, self._queries, self._names)
             try:
                 record("BEGIN")
@@ -195,8 +203,23 @@ class SQLiteStorage:
         # Outside BEGIN the connection is in autocommit: the statement is a transaction of its own.
         if self._writer is None:
             raise DatabaseUnavailable("the SQLite storage is closed")
-        async with self._lock:
+        async with self._writer_turn():
             return await _Session(self._writer, self._queries, self._names).execute(name, *args, **params)
+
+    @asynccontextmanager
+    async def _writer_turn(self) -> AsyncIterator[None]:
+        """The writer connection, once the transactions ahead are done; `DatabaseBusy` if that
+        takes longer than `WAIT_TIMEOUT`, rather than pile callers up."""
+        wait = WAIT_TIMEOUT.get()
+        try:
+            async with asyncio.timeout(wait):
+                await self._lock.acquire()
+        except TimeoutError:
+            raise DatabaseBusy(f"the database stayed busy with other writes for {wait} s") from None
+        try:
+            yield
+        finally:
+            self._lock.release()
 
     def _dispatch(self, channel: str, payload: str) -> None:
         for listener in self._listeners.get(channel, ()):

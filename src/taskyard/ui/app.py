@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from taskyard.api.app import Services
 
 STATIC = Path(__file__).parent / "static"
-MODULES = (dashboard, group, task, workers, sessions, actions, live)
+# sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
+MODULES = (sessions, actions, dashboard, group, task, workers, live)
 
 
 def routes(services: Services) -> tuple[UI, list[BaseRoute]]:

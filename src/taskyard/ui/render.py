@@ -63,13 +63,28 @@ class UI:
             viewer=viewer,
             csrf=viewer.csrf if viewer is not None else "",
             now=self.now(),
+            flash=NOTICES.get(request.query_params.get("done", ""), ""),
             **context,
         )
-        return HTMLResponse(body, status, headers=SECURITY_HEADERS)
+        response = HTMLResponse(body, status, headers=SECURITY_HEADERS)
+        sessions.settle(request, response)  # a stale or forged session cookie is cleared
+        return response
 
     async def error(self, request: Request, status: int, title: str, message: str) -> HTMLResponse:
         return await self.page(request, "error.html", status, title=title, message=message)
 
+
+# The one-line notice a page shows after an action sent the browser back to it (`?done=<key>`).
+NOTICES = {
+    "signed-in": "You are signed in.",
+    "signed-out": "You are signed out.",
+    "cancelled": "The task was cancelled.",
+    "rerun": "The task will run again.",
+    "scheduled": "The task was scheduled.",
+    "created": "The task was created.",
+    "quarantined": "The worker is quarantined.",
+    "unquarantined": "The worker is no longer quarantined.",
+}
 
 # No page runs script from anywhere but this server, nor is framed by another site.
 SECURITY_HEADERS = {

@@ -1,13 +1,249 @@
-"""The task page(s) of the UI."""
+"""The task page: `/tasks/{taskId}`, a task's definition, status, runs, artifacts, relations and log.
+
+Everything a task holds was written by whoever created it, so the page only ever shows it through
+the templates' escaping (and the log through `ui/ansi.py`). Reading needs no sign-in: the page shows
+what any caller of the API may read, and the log and artifacts as an anonymous reader may fetch
+them. `/tasks/{taskId}/status` answers the task's status as JSON (the status the page shows),
+which `static/task.js` polls to update the page while the task is unresolved.
+"""
 
 from __future__ import annotations
 
-from starlette.routing import BaseRoute
+import json
+from collections import defaultdict
+from typing import Any
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from taskyard.ui.render import UI
+import orjson
+import yaml
+from starlette.convertors import Convertor, register_url_convertor
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from taskyard.api.artifacts_v1 import GET_SCOPES
+from taskyard.api.authz import ANONYMOUS, Caller, require
+from taskyard.model import dates, digits, paging, scopes
+from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound
+from taskyard.model.guard import Guard
+from taskyard.model.runs import TaskRecord
+from taskyard.model.status import RunStatus
+from taskyard.queue import inspect, service, tasks
+from taskyard.queue.tasks import check_task_id
+from taskyard.ui import sessions, task_log
+from taskyard.ui.render import SECURITY_HEADERS, UI, view
+
+UNRESOLVED = ("unscheduled", "pending", "running")
+SHOWN_RELATIONS = 100  # dependencies and dependents listed with their state
+SHOWN_ARTIFACTS = 500  # artifacts listed, over all runs, the latest run's first
+RUN_DIGITS = 3  # a task has at most a few dozen runs
+TIMELINE_WIDTH = 1000
+
+
+class TaskIdConvertor(Convertor[str]):
+    """A path segment shaped like a taskId; other words under /tasks/ (/tasks/create) are other pages'."""
+
+    regex = "[A-Za-z0-9_-]{22}"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("taskid", TaskIdConvertor())
+
+
+async def _reader(ui: UI, request: Request) -> tuple[tuple[str, ...], Guard]:
+    """What an anonymous reader holds (which artifacts are public), and a guard checking getArtifact's
+    scopes for the log as the viewer: the signed-in client's scopes, else an anonymous reader's."""
+    anonymous = tuple(await ui.services.expand([ANONYMOUS]))
+    session = await sessions.signed_in(ui, request)
+    who = session.caller if session is not None else Caller(None, anonymous)
+
+    def guard(**values: object) -> None:
+        require(who, GET_SCOPES, values)
+
+    return anonymous, guard
+
+
+def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
+    """The run whose log is shown: `?run=N`, else the latest (None: the task has no runs)."""
+    asked = request.query_params.get("run")
+    if asked is None or asked == "":
+        return len(runs) - 1 if runs else None
+    run_id = digits.parse_whole(asked, RUN_DIGITS)
+    if run_id is None:
+        raise InvalidRequestArguments(f"run must be a run's number (got {asked[:40]!r})")
+    if run_id >= len(runs):
+        raise ResourceNotFound(f"the task has no run {run_id}")
+    return run_id
+
+
+def _run_view(run: RunStatus, now: int) -> dict[str, Any]:
+    """A run with its times in ms: scheduled, started (if), ended (resolved, or now while it lasts),
+    and how long it waited and ran."""
+    scheduled = dates.parse_iso(run["scheduled"])
+    started = dates.parse_iso(run["started"]) if "started" in run else None
+    ended = dates.parse_iso(run["resolved"]) if "resolved" in run else now
+    waited = (started or ended) - scheduled
+    ran = ended - started if started is not None else None
+    times = {"at": scheduled, "from": started, "to": max(ended, scheduled)}
+    return {**run, "waited": max(0, waited), "ran": None if ran is None else max(0, ran), "times": times}
+
+
+def timeline(runs: list[dict[str, Any]], width: int = TIMELINE_WIDTH) -> list[dict[str, Any]]:
+    """Each run's bars on one time axis (the first run's scheduling to the last run's end), as
+    x and width in `width` units: waiting (scheduled to started) and running (started to end)."""
+    if not runs:
+        return []
+    start: int = runs[0]["times"]["at"]
+    span: int = max(1, max(r["times"]["to"] for r in runs) - start)
+
+    def x(ms: int) -> int:
+        return round((ms - start) * width / span)
+
+    bars = []
+    for r in runs:
+        t = r["times"]
+        begun = t["from"] if t["from"] is not None else t["to"]
+        bars.append(
+            {
+                "runId": r["runId"],
+                "state": r["state"],
+                "wait": (x(t["at"]), max(1, x(begun) - x(t["at"]))),
+                "run": (x(begun), max(1, x(t["to"]) - x(begun))) if t["from"] is not None else None,
+            }
+        )
+    return bars
+
+
+async def _artifacts(
+    ui: UI, task_id: str, held: tuple[str, ...]
+) -> tuple[dict[int, list[dict[str, Any]]], bool]:
+    """The task's artifacts by run (at most SHOWN_ARTIFACTS), and whether there are more."""
+    async with ui.services.queue.storage.reader() as session:
+        rows = await session.fetch("ui_task_artifacts", task_id, SHOWN_ARTIFACTS + 1)
+    by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows[:SHOWN_ARTIFACTS]:
+        if not row["present"]:
+            continue  # an upload not done yet: the API does not answer it either
+        name, run_id, storage_type = row["name"], row["run_id"], row["storage_type"]
+        by_run[run_id].append(
+            {
+                "name": name,
+                "storageType": storage_type,
+                "contentType": row["content_type"],
+                "expires": row["expires"],
+                "url": task_log.artifact_url(task_id, run_id, name),
+                "public": scopes.satisfies(held, f"queue:get-artifact:{name}"),
+                "details": orjson.loads(row["details"]) if storage_type == "error" else {},
+            }
+        )
+    return dict(by_run), len(rows) > SHOWN_ARTIFACTS
+
+
+def _related(records: list[TaskRecord]) -> list[dict[str, Any]]:
+    return [
+        {"taskId": r.task_id, "name": r.definition["metadata"]["name"], "state": r.status()["state"]}
+        for r in records
+    ]
+
+
+async def _dependencies(ui: UI, rec: TaskRecord) -> list[dict[str, Any]]:
+    """The first SHOWN_RELATIONS dependencies with their states; one that is gone says so."""
+    ids = list(rec.definition.get("dependencies", []))[:SHOWN_RELATIONS]
+    found = {r["taskId"]: r for r in _related(await tasks.records(ui.services.queue, ids))}
+    return [found.get(i, {"taskId": i, "name": "", "state": "gone"}) for i in ids]
+
+
+async def _dependents(ui: UI, task_id: str) -> tuple[list[dict[str, Any]], bool]:
+    answer = await inspect.list_dependents(ui.services.queue, task_id, paging.Query(limit=SHOWN_RELATIONS))
+    found = [
+        {
+            "taskId": t["status"]["taskId"],
+            "name": t["task"]["metadata"]["name"],
+            "state": t["status"]["state"],
+        }
+        for t in answer["tasks"]
+    ]
+    return found, "continuationToken" in answer
+
+
+def _source_link(source: object) -> str | None:
+    """metadata.source as a link only if it is a web address (never `javascript:` and the like)."""
+    text = str(source)
+    return text if text.startswith(("https://", "http://")) else None
+
+
+def definition_texts(definition: Any) -> tuple[str, str]:
+    """The definition as YAML and as JSON, keys in the order the task has them."""
+    as_yaml = yaml.dump(
+        definition,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),  # libyaml's when there: a big payload is quick
+        sort_keys=False,
+        allow_unicode=True,
+        default_flow_style=False,
+        width=100,
+    )
+    return as_yaml, json.dumps(definition, indent=2, ensure_ascii=False)
+
+
+async def task_page(ui: UI, request: Request) -> Response:
+    q = ui.services.queue
+    task_id = check_task_id(request.path_params["taskId"])
+    rec = await service.load(q, task_id)
+    status, definition = rec.status(), service.definition_of(rec)
+    run_id = _chosen_run(request, status["runs"])
+    held, guard = await _reader(ui, request)
+    log = None
+    if run_id is not None:
+        run_state = status["runs"][run_id]["state"]
+        log = await task_log.read(q, task_id, run_id, run_state, task_log.log_name(definition), guard)
+    by_run, more_artifacts = await _artifacts(ui, task_id, held)
+    dependents, more_dependents = await _dependents(ui, task_id)
+    as_yaml, as_json = definition_texts(definition)
+    runs = [_run_view(r, ui.now()) for r in status["runs"]]
+    return await ui.page(
+        request,
+        "task.html",
+        task_id=task_id,
+        task=definition,
+        task_status=status,
+        state=status["state"],
+        resolved=status["state"] not in UNRESOLVED,
+        runs=runs,
+        timeline=timeline(runs),
+        run_id=run_id,
+        log=log,
+        artifacts=by_run,
+        more_artifacts=more_artifacts,
+        dependencies=await _dependencies(ui, rec),
+        dependency_count=len(definition.get("dependencies", [])),
+        dependents=dependents,
+        more_dependents=more_dependents,
+        source_link=_source_link(definition["metadata"]["source"]),
+        definition_yaml=as_yaml,
+        definition_json=as_json,
+        signature=signature(status["state"], [r["state"] for r in status["runs"]]),
+        shown=SHOWN_RELATIONS,
+    )
+
+
+def signature(state: str, run_states: list[str]) -> str:
+    """What task.js compares to know the page is out of date: the state and every run's."""
+    return f"{state}:{','.join(run_states)}"
+
+
+async def task_status(ui: UI, request: Request) -> Response:
+    """The task's status as JSON, for the page's script (the page shows it to anyone anyway)."""
+    task_id = check_task_id(request.path_params["taskId"])
+    rec = await service.load(ui.services.queue, task_id)
+    return JSONResponse({"status": rec.status()}, headers=SECURITY_HEADERS)
 
 
 def routes(ui: UI) -> list[BaseRoute]:
-    return []
+    return [
+        Route("/tasks/{taskId:taskid}", view(task_page)(ui), methods=["GET"]),
+        Route("/tasks/{taskId:taskid}/status", view(task_status)(ui), methods=["GET"]),
+    ]

@@ -128,3 +128,9 @@ SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE
 INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
 SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::integer
   FROM jsonb_array_elements($2::jsonb) AS e
+
+-- name: ui_dashboard_group_states
+-- How many tasks of each group in $1 are in each state.
+SELECT task_group_id, state, count(*) AS tasks FROM tasks
+ WHERE task_group_id = ANY($1::text[])
+ GROUP BY task_group_id, state

@@ -466,3 +466,61 @@ SELECT g.task_id FROM task_graphs gr
  WHERE gr.state = 'running'
    AND ((t.state = 'completed' AND NOT g.completed) OR t.state IN ('failed', 'exception'))
  LIMIT $1
+
+-- name: ui_dashboard_recent_groups
+-- The task groups of the $1 most recently created tasks, the most recent first, at most $2.
+SELECT task_group_id, max(created) AS latest
+  FROM (SELECT task_group_id, created FROM tasks ORDER BY created DESC LIMIT $1) AS newest
+ GROUP BY task_group_id
+ ORDER BY latest DESC, task_group_id
+ LIMIT $2
+
+-- name: ui_dashboard_recent_events
+-- The $1 events published last, the newest first (the log's own order: its ids).
+SELECT published, exchange, routing_key FROM event_log ORDER BY id DESC LIMIT $1
+
+-- name: ui_dashboard_workers
+-- Per task queue: its live workers, and how many of them are quarantined at $1; at most $2 queues.
+SELECT task_queue_id, count(*) AS workers,
+       sum(CASE WHEN quarantine_until > $1 THEN 1 ELSE 0 END) AS quarantined
+  FROM workers
+ WHERE expires > $1 OR quarantine_until > $1
+ GROUP BY task_queue_id
+ ORDER BY task_queue_id
+ LIMIT $2
+
+-- name: ui_dashboard_quarantined
+-- Workers quarantined at $1, by task queue, at most $2.
+SELECT task_queue_id, worker_group, worker_id, quarantine_until FROM workers
+ WHERE quarantine_until > $1
+ ORDER BY task_queue_id, worker_group, worker_id
+ LIMIT $2
+
+-- name: ui_workers_all
+-- Every live worker (or quarantined at $1) of every task queue, at most $2.
+SELECT * FROM workers
+ WHERE expires > $1 OR quarantine_until > $1
+ ORDER BY task_queue_id, worker_group, worker_id
+ LIMIT $2
+
+-- name: ui_session_insert
+INSERT INTO ui_sessions (session_hash, client_id, sealed_token, certificate, csrf, created, expires)
+VALUES (:session_hash, :client_id, :sealed_token, :certificate, :csrf, :created, :expires)
+
+-- name: ui_session_get
+SELECT * FROM ui_sessions WHERE session_hash = $1
+
+-- name: ui_session_delete
+DELETE FROM ui_sessions WHERE session_hash = $1
+
+-- name: ui_session_sweep
+-- Up to $2 sessions that expired before $1; each sign-in runs it, so expired rows never pile up.
+DELETE FROM ui_sessions
+ WHERE session_hash IN (SELECT session_hash FROM ui_sessions WHERE expires < $1 LIMIT $2)
+
+-- name: ui_task_artifacts
+-- The task page's artifacts: every run's, the latest run's first (bounded by $2).
+SELECT run_id, name, storage_type, content_type, expires, details, present FROM artifacts
+ WHERE task_id = $1
+ ORDER BY run_id DESC, name
+ LIMIT $2

@@ -128,3 +128,9 @@ INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires,
 SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[4]')
   FROM json_each($2)
+
+-- name: ui_dashboard_group_states
+-- How many tasks of each group in the JSON list $1 are in each state.
+SELECT task_group_id, state, count(*) AS tasks FROM tasks
+ WHERE task_group_id IN (SELECT value FROM json_each($1))
+ GROUP BY task_group_id, state

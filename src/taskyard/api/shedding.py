@@ -1,0 +1,165 @@
+"""Load shedding: what one API process takes at once, and how it refuses the rest cheaply.
+
+`Shedding` is the outermost ASGI middleware. It sorts each HTTP request into one of four kinds by
+its method and path alone, before the body is read or the caller authenticated:
+
+- ping and the heartbeats (`GET /api/<service>/v1/ping`, `__heartbeat__`, `__lbheartbeat__`):
+  never counted, never refused, so a health check answers as long as the process is alive;
+- streams (the live-log stream and the event stream): long-lived by design, not counted here;
+- claimWork: a long poll. At most `max_long_polls` wait at once; one beyond that is answered at
+  once `200 {"tasks": []}`, which TaskCluster's claimWork may always answer, and which every worker
+  already handles (taskyard's waits a second before it asks again). A 429 or 503 would instead be
+  retried at once by clients that retry errors, or counted as a failure by workers that give up.
+  Long polls are not counted as requests in flight: a waiting one costs a connection and a little
+  memory, no work. (Counting their arrival, and turning away a storm of reconnecting workers a
+  bound at a time, was measured worse: those turned away come back every second, and answering
+  them costs more than letting them wait);
+- everything else: at most `max_in_flight` at once; one beyond that is answered 503
+  `ServiceUnavailable` with `Retry-After: 1` and TaskCluster's JSON error body. Nothing of it
+  was done, so sending it again is safe (createTask with the same body is idempotent anyway).
+  One let in waits at most `db_wait_timeout` seconds for a database connection (storage's
+  `WAIT_TIMEOUT`), then is answered 503 `Retry-After: 1` (`DatabaseBusy`), its transaction
+  never begun. A long poll waits as long as it takes: it is a wait by design, and a worker told
+  503 would only come back sooner, with its checks to do again.
+
+The bounds are per process (`serve --processes N` takes N times as many).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import orjson
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from taskyard.api.errors import CallInfo, render
+from taskyard.model.errors import Unavailable
+from taskyard.storage.port import WAIT_TIMEOUT
+
+_PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
+_CLAIM_WORK = "/api/queue/v1/claim-work/"
+_STREAMS = ("/api/queue/v1/_livelog/", "/api/events/v1/stream")
+_EMPTY_CLAIM = orjson.dumps({"tasks": []})
+
+
+class Overloaded(Unavailable):
+    """This process has as many requests in flight as it takes at once; try again in a second."""
+
+    retry_after = 1
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one API process takes at once; 0 means no bound."""
+
+    max_in_flight: int = 256
+    max_long_polls: int = 4000
+    db_wait_timeout: float | None = 5.0  # seconds a request waits for a database connection
+
+
+@dataclass
+class Counts:
+    """What one process has in flight now, and how many it refused since it started."""
+
+    in_flight: int = 0
+    long_polls: int = 0
+    refused: int = 0
+    emptied: int = 0  # claimWork answered at once with no task
+
+
+def kind_of(method: str, path: str) -> str:
+    """`ping`, `stream`, `long_poll` or `request`."""
+    if method in ("GET", "HEAD") and _PING.fullmatch(path):
+        return "ping"
+    if method == "GET" and path.startswith(_STREAMS):
+        return "stream"
+    if method == "POST" and path.startswith(_CLAIM_WORK):
+        return "long_poll"
+    return "request"
+
+
+class CountsCollector(Collector):
+    """The counts, for `GET /metrics`."""
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        c = self.counts
+        yield GaugeMetricFamily(
+            "taskyard_requests_in_flight",
+            "Requests this process is answering (claimWork, streams, ping aside).",
+            c.in_flight,
+        )
+        yield GaugeMetricFamily(
+            "taskyard_long_polls", "claimWork long polls this process holds.", c.long_polls
+        )
+        shed = CounterMetricFamily(
+            "taskyard_requests_shed",
+            "Requests this process shed: refused 503, or claimWork answered at once with no task (no_task).",
+            labels=["how"],
+        )
+        shed.add_metric(["refused"], c.refused)
+        shed.add_metric(["no_task"], c.emptied)
+        yield shed
+
+
+class Shedding:
+    """ASGI middleware bounding the requests in flight (see the module's docstring)."""
+
+    def __init__(self, app: ASGIApp, limits: Limits, counts: Counts) -> None:
+        self.app = app
+        self.limits = limits
+        self.counts = counts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        kind = kind_of(scope["method"], scope["path"])
+        if kind == "long_poll":
+            await self._long_poll(scope, receive, send)
+        elif kind == "request":
+            await self._request(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
+        bound, counts = self.limits.max_in_flight, self.counts
+        if bound and counts.in_flight >= bound:
+            counts.refused += 1
+            error = Overloaded(
+                f"this server has {counts.in_flight} requests in flight, the most it takes at once; "
+                "nothing was done: send the request again after Retry-After seconds"
+            )
+            await render(error, CallInfo(""))(scope, receive, send)
+            return
+        counts.in_flight += 1
+        waits = WAIT_TIMEOUT.set(self.limits.db_wait_timeout)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            WAIT_TIMEOUT.reset(waits)
+            counts.in_flight -= 1
+
+    async def _long_poll(self, scope: Scope, receive: Receive, send: Send) -> None:
+        bound, counts = self.limits.max_long_polls, self.counts
+        if bound and counts.long_polls >= bound:
+            counts.emptied += 1
+            await _answer_empty(send)
+            return
+        counts.long_polls += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            counts.long_polls -= 1
+
+
+async def _answer_empty(send: Send) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(_EMPTY_CLAIM)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": _EMPTY_CLAIM})

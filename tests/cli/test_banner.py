@@ -1,0 +1,13 @@
+"""What `taskyard serve` and `taskyard up` print when they start: where everything is."""
+
+from __future__ import annotations
+
+from taskyard.cli.main import banner
+from taskyard.config import ServerConfig
+
+
+def test_the_banner_names_the_web_ui_at_the_root_url() -> None:
+    shown = banner(ServerConfig(public_url="https://ci.example.com", root_access_token="token"))
+    lines = shown.splitlines()
+    assert "  web UI:        https://ci.example.com/" in lines
+    assert "  queue API:     https://ci.example.com/api/queue/v1/" in lines
