@@ -36,25 +36,28 @@ async def test_unique_violation_is_translated(storage: Storage) -> None:
             await tx.execute("insert_group", "g", "-", 1)
 
 
-async def test_lock_pending_orders_by_priority_then_age(storage: Storage) -> None:
+async def test_take_pending_orders_by_priority_then_age(storage: Storage) -> None:
     await _pending(storage, "old-low", 1, 1)
     await _pending(storage, "new-high", 5, 3)
     await _pending(storage, "mid-high", 5, 2)
     await _pending(storage, "other-queue", 7, 1, tq="p/other")
     async with storage.transaction() as tx:
-        rows = await tx.fetch("lock_pending", "p/w", 2, 0)
-    assert [r["task_id"] for r in rows] == ["mid-high", "new-high"]
+        rows = await tx.fetch("take_pending", "p/w", 2, 0)
+    # The first two in the claim index's order are taken (SQLite answers them in no set order).
+    assert sorted(r["task_id"] for r in rows) == ["mid-high", "new-high"]
     assert [r["pending_run_id"] for r in rows] == [0, 0]
+    async with storage.transaction() as tx:  # taken: gone from the claim index
+        assert [r["task_id"] for r in await tx.fetch("take_pending", "p/w", 5, 0)] == ["old-low"]
 
 
-async def test_lock_pending_skips_runs_past_deadline(storage: Storage) -> None:
+async def test_take_pending_skips_runs_past_deadline(storage: Storage) -> None:
     await _pending(storage, "late", 1, 1)
     async with storage.transaction() as tx:
-        assert await tx.fetch("lock_pending", "p/w", 5, 10**13 + 1) == []
+        assert await tx.fetch("take_pending", "p/w", 5, 10**13 + 1) == []
 
 
 @pytest.mark.postgres
-async def test_lock_pending_skips_tasks_another_transaction_holds(db_url: str) -> None:
+async def test_take_pending_skips_tasks_another_transaction_holds(db_url: str) -> None:
     if not db_url.startswith("postgres"):
         pytest.skip("SQLite has one writer at a time; there is nothing to skip")
     storage = await open_storage(db_url)
@@ -72,7 +75,7 @@ async def test_lock_pending_skips_tasks_another_transaction_holds(db_url: str) -
         holder = asyncio.create_task(hold())
         await holding.wait()
         async with storage.transaction() as tx:
-            rows = await asyncio.wait_for(tx.fetch("lock_pending", "p/w", 5, 0), 5)
+            rows = await asyncio.wait_for(tx.fetch("take_pending", "p/w", 5, 0), 5)
         assert [r["task_id"] for r in rows] == ["free"]
         release.set()
         await holder

@@ -239,6 +239,11 @@ def encoding_of_header(value: str | None) -> str:
     return (value or "").strip().lower() or IDENTITY
 
 
+def run_takes_uploads(run: RunStatus | None, now: Millis) -> bool:
+    """Whether an upload to an artifact of `run` (None: gone) may still be recorded."""
+    return run is not None and "workerGroup" in run and accepts_artifacts(run, now)
+
+
 def check_upload(found: Artifact | None, token: str, run: RunStatus | None, now: Millis) -> None:
     """UploadRefused unless `token` opens `found`'s upload and its run still takes artifacts."""
     if found is None or found.storage_type != "s3":
@@ -250,7 +255,7 @@ def check_upload(found: Artifact | None, token: str, run: RunStatus | None, now:
         )
     if found.upload_token != token:
         raise UploadRefused(f"a newer createArtifact for {found.name} replaced this upload URL")
-    if run is None or "workerGroup" not in run or not accepts_artifacts(run, now):
+    if not run_takes_uploads(run, now):
         state = "gone" if run is None else run["state"]
         raise UploadRefused(
             f"run {found.run_id} of task {found.task_id} is {state}: its artifacts can no longer be uploaded"

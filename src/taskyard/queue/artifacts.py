@@ -108,7 +108,7 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
     artifact commit together or not at all.
     """
     task_id, run_id = new.task_id, new.run_id
-    row = await tx.fetchrow("get_task_for_update", task_id)
+    row = await tx.fetchrow("get_task_and_artifact_for_update", task_id, run_id, new.name)
     if row is None:
         raise InputError(f"task {task_id} does not exist")
     rec = service.record_from_row(row)
@@ -116,8 +116,8 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
     artifacts.check_run_accepts(run, q.clock())
     assert run is not None
     artifacts.check_expires(new, rec.expires)
-    old = await tx.fetchrow("get_artifact", task_id, run_id, new.name)
-    stored = new if old is None else artifacts.recreate(_from_row(old), new)
+    old = _joined_artifact(row, new)
+    stored = new if old is None else artifacts.recreate(old, new)
     if stored.storage_type == "s3":  # a new URL to upload with, replacing any earlier one
         stored = replace(stored, upload_token=secrets.token_urlsafe(UPLOAD_TOKEN_BYTES))
     await tx.execute(
@@ -140,6 +140,23 @@ async def create_artifact_tx(q: Queue, tx: Tx, new: Artifact) -> Artifact:
         )
         await service.publish_tx(q, tx, [message])
     return stored
+
+
+def _joined_artifact(row: Row, new: Artifact) -> Artifact | None:
+    """The stored artifact `new` would replace, from its `artifact_*` columns joined to the task row."""
+    if row["artifact_storage_type"] is None:
+        return None
+    return Artifact(
+        task_id=new.task_id,
+        run_id=new.run_id,
+        name=new.name,
+        storage_type=row["artifact_storage_type"],
+        content_type=row["artifact_content_type"],
+        expires=row["artifact_expires"],
+        details=orjson.loads(row["artifact_details"]),
+        present=bool(row["artifact_present"]),
+        upload_token=row["artifact_upload_token"],
+    )
 
 
 def _announced(a: Artifact) -> ArtifactInfo:
@@ -175,9 +192,9 @@ async def check_upload(q: Queue, task_id: str, run_id: int, name: str, token: st
     Answered before the body is read; `record_upload` decides again once it has been.
     """
     async with q.storage.reader() as session:
-        row = await session.fetchrow("get_artifact", task_id, run_id, name)
-        task = await session.fetchrow("get_task", task_id) if row is not None else None
-    run = _run(task, run_id)
+        row = await session.fetchrow("get_artifact_with_runs", task_id, run_id, name)
+    runs = None if row is None else row["task_runs"]
+    run = _run(runs, run_id)
     artifacts.check_upload(None if row is None else _from_row(row), token, run, q.clock())
 
 
@@ -186,19 +203,23 @@ async def record_upload(q: Queue, task_id: str, run_id: int, name: str, token: s
 
     The task row is locked (PostgreSQL) and the token cleared only if it is still there, so of
     two PUTs racing with one URL a single one is recorded, and none once the run is resolved.
+    The update checks the token itself: the artifact is read only to say why it refused.
     """
     async with q.storage.transaction() as tx:
         task = await tx.fetchrow("get_task_for_update", task_id)
+        run = _run(None if task is None else task["runs"], run_id)
+        taken = artifacts.run_takes_uploads(run, q.clock())
+        if taken and await tx.execute("finish_upload", task_id, run_id, name, token) == 1:
+            return
         row = await tx.fetchrow("get_artifact", task_id, run_id, name)
-        run = _run(task, run_id)
         artifacts.check_upload(None if row is None else _from_row(row), token, run, q.clock())
-        if await tx.execute("finish_upload", task_id, run_id, name, token) != 1:
-            raise artifacts.UploadRefused(f"another upload of artifact {name} was recorded first")
+        raise artifacts.UploadRefused(f"another upload of artifact {name} was recorded first")
 
 
-def _run(task: Row | None, run_id: int) -> RunStatus | None:
-    runs = [] if task is None else service.record_from_row(task).runs
-    return runs[run_id] if run_id < len(runs) else None
+def _run(runs: str | None, run_id: int) -> RunStatus | None:
+    """Run `run_id` of a task's runs (as stored: JSON text), or None if the task or run is missing."""
+    found: list[RunStatus] = [] if runs is None else orjson.loads(runs)
+    return found[run_id] if run_id < len(found) else None
 
 
 async def finish_artifact(q: Queue, task_id: str, run_id: int, name: str) -> None:
@@ -233,6 +254,14 @@ async def _get(session: Session, task_id: str, run_id: int, name: str) -> Artifa
     return _from_row(row)
 
 
+async def _get_latest(session: Session, task_id: str, name: str) -> Artifact:
+    """The artifact `name` of the task's latest run: one read when it is there."""
+    row = await session.fetchrow("get_latest_artifact", task_id, name)
+    if row is not None and row["present"]:
+        return _from_row(row)
+    return await _get(session, task_id, await _latest_run_id(session, task_id), name)
+
+
 async def info(q: Queue, task_id: str, run_id: int, name: str) -> ArtifactInfo:
     """artifactInfo: the artifact itself, links not followed."""
     async with q.storage.reader() as session:
@@ -250,8 +279,10 @@ async def follow(q: Queue, task_id: str, run_id: int | None, name: str, *, guard
     artifacts.check_name(name, "URL parameter name", InvalidRequestArguments)
     async with q.storage.reader() as session:
         if run_id is None:
-            run_id = await _latest_run_id(session, task_id)
-        found = await _get(session, task_id, run_id, name)
+            found = await _get_latest(session, task_id, name)
+            run_id = found.run_id
+        else:
+            found = await _get(session, task_id, run_id, name)
         while found.storage_type == "link":
             target = str(found.details["artifact"])
             if target in chain or len(chain) > artifacts.MAX_LINKS:

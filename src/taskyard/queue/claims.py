@@ -129,10 +129,10 @@ async def _claim_pending_tx(
     known = await tx.fetchrow("get_worker", task_queue_id, *worker)
     if workers.is_quarantined(known, now):
         raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
-    rows = await tx.fetch("lock_pending", task_queue_id, count, now)
+    # Their claim-index rows are deleted by the same statement, stale ones too.
+    rows = await tx.fetch("take_pending", task_queue_id, count, now)
     claimed: list[TaskRecord] = []
-    for row in rows:
-        await tx.execute("delete_pending_run", row["task_id"], row["pending_run_id"])
+    for row in sorted(rows, key=_claim_order):
         rec = await _claim_one_tx(q, tx, row, worker, taken_until)
         if rec is not None:
             claimed.append(rec)
@@ -140,6 +140,11 @@ async def _claim_pending_tx(
         claimed_runs = [(r.task_id, len(r.runs) - 1) for r in claimed]
         await workers.seen_tx(q, tx, task_queue_id, worker, claimed_runs, known)
     return claimed
+
+
+def _claim_order(row: Row) -> tuple[int, int, str]:
+    """Highest priority first, then oldest: the claim index's order."""
+    return (-row["pending_priority"], row["pending_inserted"], row["task_id"])
 
 
 async def _claim_one_tx(
@@ -211,7 +216,7 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> Reclaimed:
             raise RequestConflict(f"task {task_id} is past its deadline; stop working on it")
         return runs.reclaim(rec, run_id, q.clock() + q.config.claim_timeout * 1000)
 
-    rec = (await service.transition(q, task_id, step)).record
+    rec = (await service.transition_alone(q, task_id, step)).record
     run = rec.runs[run_id]
     worker = (run["workerGroup"], run["workerId"])
     return _reclaim_body(q, rec, run_id, worker)

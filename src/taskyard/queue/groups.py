@@ -68,12 +68,16 @@ def group_body(row: Row) -> TaskGroup:
     return body
 
 
-async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
-    """Create the task's group or check it may join it: same schedulerId, not sealed."""
+async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> bool:
+    """Create the task's group or check it may join it: same schedulerId, not sealed. Answer
+    whether the task itself exists already (it may have been created since: that is for the
+    task's own insert to find out)."""
     # One upsert creates the group, renews an expired one, or extends a live one; it answers the
     # group as it now stands. A refusal below rolls it back with the rest of createTask.
     expires = rec.expires + dates.HOUR
-    row = await tx.fetchrow("join_group", rec.task_group_id, rec.scheduler_id, expires, q.clock())
+    row = await tx.fetchrow(
+        "join_group", rec.task_group_id, rec.scheduler_id, expires, q.clock(), rec.task_id
+    )
     assert row is not None
     if row["scheduler_id"] != rec.scheduler_id:
         raise RequestConflict(
@@ -82,6 +86,7 @@ async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
         )
     if row["sealed"] is not None:
         raise RequestConflict(f"task group {rec.task_group_id} is sealed; no task can be added to it")
+    return bool(row["task_exists"])
 
 
 async def _get(session: Session, task_group_id: str) -> Row:

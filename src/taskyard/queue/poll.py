@@ -30,7 +30,7 @@ from taskyard.model.runs import TaskRecord
 from taskyard.model.task_definition import PRIORITIES
 from taskyard.queue import service, workers
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Row, Tx, run_in_transaction
+from taskyard.storage.port import Row, Tx, execute_alone, run_in_transaction
 
 PATH_PREFIX = "/api/queue/v1/_azure"
 BACKFILL_BATCH = 500
@@ -225,14 +225,15 @@ async def delete_message(q: Queue, queue: str, message_id: str, query: Mapping[s
     keys.sas.check(queue, query, q.clock(), "p")
     receipt = azure_queue.check_pop_receipt(query.get("popreceipt"))
 
-    async def delete(tx: Tx) -> None:
-        if azure_queue.could_be_message_id(message_id) and await tx.execute(
-            "delete_held_poll_message", message_id, queue, receipt
-        ):
-            return  # the common case in one statement; otherwise find out why, for the right error
+    if azure_queue.could_be_message_id(message_id) and await execute_alone(
+        q.storage, "delete_held_poll_message", message_id, queue, receipt
+    ):
+        return  # the common case: one statement, a transaction by itself
+
+    async def why(tx: Tx) -> None:  # otherwise find out why, for the right error
         await _held_message_tx(tx, q, queue, message_id, receipt)
 
-    await run_in_transaction(q.storage, delete)
+    await run_in_transaction(q.storage, why)
 
 
 async def update_message(

@@ -33,7 +33,7 @@ from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
 from taskyard.queue.signals import EmptyPollQueues, Followers, PendingSignals
-from taskyard.storage.port import Row, Storage, Tx, run_in_transaction
+from taskyard.storage.port import Row, Storage, TransactionRolledBack, Tx, run_in_transaction
 
 if TYPE_CHECKING:  # livelogs and poll build on this module
     from taskyard.queue.livelogs import StreamUrls
@@ -181,22 +181,8 @@ async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
 async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> None:
     """Write `change` in `tx`: the conditional update, claim index, dependency record and events."""
     rec = change.record
-    if change.changed:
-        updated = await tx.execute(
-            "update_task",
-            task_id=rec.task_id,
-            old_version=old_version,
-            runs=dumps(rec.runs),
-            state=rec.state,
-            retries_left=rec.retries_left,
-            taken_until=rec.taken_until,
-            claimed_at=rec.claimed_at,
-            ever_resolved=rec.ever_resolved,
-            priority=rec.priority,
-            version=rec.version,
-        )
-        if updated != 1:
-            raise RaceLost(rec.task_id)
+    if change.changed and await _write_record(tx, rec, old_version) != 1:
+        raise RaceLost(rec.task_id)
     if change.dequeue:
         await tx.execute("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
@@ -210,6 +196,24 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
         await tx.execute("insert_resolution", rec.task_id, rec.task_group_id, change.resolution)
         tx.after_commit(q.resolutions_committed.set)
     await publish_tx(q, tx, change.messages)
+
+
+async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int) -> int:
+    """Write `rec` if its row is still at `old_version`; answer the rows written (0: a lost race).
+    `runner` is a transaction, or the storage itself for a write that is a transaction alone."""
+    return await runner.execute(
+        "update_task",
+        task_id=rec.task_id,
+        old_version=old_version,
+        runs=dumps(rec.runs),
+        state=rec.state,
+        retries_left=rec.retries_left,
+        taken_until=rec.taken_until,
+        claimed_at=rec.claimed_at,
+        ever_resolved=rec.ever_resolved,
+        priority=rec.priority,
+        version=rec.version,
+    )
 
 
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
@@ -322,6 +326,27 @@ async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskReco
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
     """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
     return await retrying(q, task_id, lambda tx: transition_tx(q, tx, task_id, step))
+
+
+async def transition_alone(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
+    """`transition()` for a step whose change is expected to write the task row alone (reclaimTask):
+    one read and one conditional update, which is atomic by itself, with no transaction around
+    them. The update checks the version read, so a change made meanwhile is a lost race, and the
+    step runs again on the fresh record. A change that turns out to need more (`Change.row_alone`) is
+    made by `transition()`, which runs the step again on the row it locks."""
+    for _ in range(RACE_RETRIES):
+        rec = await load(q, task_id)
+        change = step(rec)
+        if not change.row_alone:
+            return await transition(q, task_id, step)
+        try:
+            if await _write_record(q.storage, change.record, rec.version) == 1:
+                return change
+        except TransactionRolledBack as exc:  # committed nothing: as safe to run again as a lost race
+            log.info("running an update again: %s", exc)
+            continue
+        log.debug("lost a race on task %s; retrying", task_id)
+    raise Unavailable(f"task {task_id} is changing too often to update; try again")
 
 
 async def retrying(q: Queue, task_id: str, attempt: Callable[[Tx], Awaitable[T]]) -> T:

@@ -109,10 +109,11 @@ async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinit
     again answers the task's status, another is a 409.
     """
     rec = new_record(task_id, definition, definition["retries"])
-    await groups.join_group_tx(q, tx, rec)
-    row = await tx.fetchrow("get_task_for_update", rec.task_id)
-    if row is not None:
-        return await _repeat_create_tx(q, tx, service.record_from_row(row), definition)
+    if await groups.join_group_tx(q, tx, rec):
+        # A repeat. (A task created meanwhile by another transaction makes the insert below a
+        # UniqueViolation instead, and create_task() tries again, finding it here.)
+        again = await service.load_for_update_tx(tx, rec.task_id)
+        return await _repeat_create_tx(q, tx, again, definition)
     blocked = await _add_dependencies_tx(tx, rec)
     defined = task_message("task-defined", rec.status(), rec.definition)
     change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())

@@ -101,6 +101,11 @@ class Storage(Protocol):
     def reader(self) -> AbstractAsyncContextManager[Session]:
         """Open a read-only session; it never blocks writers."""
 
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        """Run one statement as a transaction of its own, without BEGIN and COMMIT (a statement is
+        atomic by itself); answer the number of rows it changed. For a write that needs nothing
+        else in its transaction: no notification, no after-commit callback, no other statement."""
+
     async def listen(self, channel: str, listener: Listener) -> None:
         """Call `listener(payload)` for every notification on `channel`, from any process, and
         `listener(None)` when some may have been missed."""
@@ -115,6 +120,16 @@ class Storage(Protocol):
 
 
 Opener = Callable[[str], Awaitable[Storage]]
+
+
+async def execute_alone(storage: Storage, name: str, *args: object, **params: object) -> int:
+    """`storage.execute(...)`, run a second time if the first committed nothing through no fault of
+    its own (`TransactionRolledBack`), as `run_in_transaction` does for a transaction."""
+    try:
+        return await storage.execute(name, *args, **params)
+    except TransactionRolledBack as exc:
+        log.info("running a statement again: %s", exc)
+    return await storage.execute(name, *args, **params)
 
 
 async def run_in_transaction(storage: Storage, body: Callable[[Tx], Awaitable[T]]) -> T:

@@ -42,6 +42,7 @@ import asyncpg
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
+from taskyard.storage.counting import record
 from taskyard.storage.port import (
     WAIT_TIMEOUT,
     DatabaseBusy,
@@ -119,28 +120,33 @@ def wrap_db_errors() -> Iterator[None]:
 class _Session(BaseSession[asyncpg.Connection]):
     async def execute(self, name: str, *args: object, **params: object) -> int:
         args = self.bind(name, args, params)
+        record(name)
         with wrap_db_errors():
             tag = await self._conn.execute(self._queries[name], *args)
         last = tag.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        record(name, len(rows))  # asyncpg pipelines the rows: one round trip
         with wrap_db_errors():
             await self._conn.executemany(self._queries[name], rows)
 
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         args = self.bind(name, args, params)
+        record(name)
         with wrap_db_errors():
             return list(await self._conn.fetch(self._queries[name], *args))
 
     async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
         args = self.bind(name, args, params)
+        record(name)
         with wrap_db_errors():
             row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
             return row
 
     async def fetchval(self, name: str, *args: object, **params: object) -> Any:
         args = self.bind(name, args, params)
+        record(name)
         with wrap_db_errors():
             return await self._conn.fetchval(self._queries[name], *args)
 
@@ -232,6 +238,7 @@ class PostgresStorage:
         broken = False
         try:
             try:
+                record("BEGIN")
                 with wrap_db_errors():
                     await conn.execute("BEGIN")
                 yield session
@@ -244,6 +251,7 @@ class PostgresStorage:
                 broken = True
                 raise TransactionRolledBack("the connection closed before the transaction could commit")
             try:
+                record("pg_notify+COMMIT" if session.notes else "COMMIT", len(session.notes) + 1)
                 with wrap_db_errors():
                     # Notifications ride in the same round trip as COMMIT, and are sent by it.
                     await conn.execute(self._notify_sql(session.notes) + "COMMIT")
@@ -261,6 +269,20 @@ class PostgresStorage:
         finally:
             await self._release(pool, conn, broken=broken)
         session.deliver(self._dispatch)
+
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        # Outside a transaction block PostgreSQL commits each statement by itself. A connection lost
+        # on the way leaves the outcome unknown: DatabaseUnavailable, not TransactionRolledBack.
+        pool = self._open_pool()
+        conn = await self._acquire(pool)
+        broken = False
+        try:
+            return await _Session(conn, self._queries, self._names).execute(name, *args, **params)
+        except DatabaseUnavailable as exc:
+            broken = not isinstance(exc, TransactionRolledBack)
+            raise
+        finally:
+            await self._release(pool, conn, broken=broken)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
         return "".join(
@@ -459,6 +481,7 @@ def _lead_key(job: str) -> int:
 async def _roll_back(conn: Any) -> None:
     try:
         if conn.is_in_transaction():
+            record("ROLLBACK")
             await conn.execute("ROLLBACK")
     except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
         _terminate(conn)

@@ -17,6 +17,7 @@ import aiosqlite
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
+from taskyard.storage.counting import record
 from taskyard.storage.port import (
     WAIT_TIMEOUT,
     DatabaseBusy,
@@ -78,16 +79,19 @@ def _args(args: Sequence[object]) -> tuple[object, ...]:
 class _Session(BaseSession[aiosqlite.Connection]):
     async def execute(self, name: str, *args: object, **params: object) -> int:
         args = self.bind(name, args, params)
+        record(name)
         with wrap_db_errors():
             cursor = await self._conn.execute(self._queries[name], _args(args))
             return cursor.rowcount
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        record(name, len(rows))  # one hop to the thread, one statement per row
         with wrap_db_errors():
             await self._conn.executemany(self._queries[name], [_args(r) for r in rows])
 
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         args = self.bind(name, args, params)
+        record(name)
         # execute_fetchall: one trip to aiosqlite's thread instead of two
         with wrap_db_errors():
             return list(await self._conn.execute_fetchall(self._queries[name], _args(args)))  # type: ignore[arg-type]
@@ -117,6 +121,7 @@ async def _uncancellable(statement: Awaitable[object]) -> None:
 
 async def _rollback(conn: aiosqlite.Connection) -> None:
     # Queued behind any statement a cancelled caller left running; there may be nothing to undo.
+    record("ROLLBACK")
     with contextlib.suppress(sqlite3.OperationalError):
         await conn.execute("ROLLBACK")
 
@@ -182,15 +187,24 @@ class SQLiteStorage:
         async with self._writer_turn():
             session = _Session(writer, self._queries, self._names)
             try:
+                record("BEGIN")
                 with wrap_db_errors():
                     await _uncancellable(writer.execute("BEGIN IMMEDIATE"))
                 yield session
+                record("COMMIT")
                 with wrap_db_errors():
                     await _uncancellable(writer.execute("COMMIT"))
             except BaseException:
                 await _uncancellable(_rollback(writer))
                 raise
         session.deliver(self._dispatch)
+
+    async def execute(self, name: str, *args: object, **params: object) -> int:
+        # Outside BEGIN the connection is in autocommit: the statement is a transaction of its own.
+        if self._writer is None:
+            raise DatabaseUnavailable("the SQLite storage is closed")
+        async with self._writer_turn():
+            return await _Session(self._writer, self._queries, self._names).execute(name, *args, **params)
 
     @asynccontextmanager
     async def _writer_turn(self) -> AsyncIterator[None]:

@@ -9,22 +9,27 @@ SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
--- name: lock_pending
--- The first claimable runs with their task rows, both locked; a run whose pending row or task row
--- another transaction holds (a claim, a cancel, a priority change) is skipped, never waited for.
--- The pending rows are chosen first, from the claim index alone, so the cost does not grow with
--- the backlog even before the planner has statistics.
+-- name: take_pending
+-- Take the first claimable runs: their claim-index rows are deleted and answered with their task
+-- rows, both locked. A run whose pending row or task row another transaction holds (a claim, a
+-- cancel, a priority change) is skipped, never waited for, and stays. The pending rows are chosen
+-- first, from the claim index alone, so the cost does not grow with the backlog even before the
+-- planner has statistics.
 WITH p AS (
     SELECT task_id, run_id, priority, inserted FROM pending_runs
      WHERE task_queue_id = $1 AND deadline > $3
      ORDER BY priority DESC, inserted, task_id
      LIMIT $2
        FOR UPDATE SKIP LOCKED
+), taken AS (
+    SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
+      FROM p JOIN tasks t ON t.task_id = p.task_id
+       FOR UPDATE OF t SKIP LOCKED
+), gone AS (
+    DELETE FROM pending_runs d USING taken
+     WHERE d.task_id = taken.task_id AND d.run_id = taken.pending_run_id
 )
-SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
-  FROM p JOIN tasks t ON t.task_id = p.task_id
- ORDER BY p.priority DESC, p.inserted, p.task_id
-   FOR UPDATE OF t SKIP LOCKED
+SELECT * FROM taken ORDER BY pending_priority DESC, pending_inserted, task_id
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
@@ -42,13 +47,14 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: join_group
--- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it.
+-- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it, and
+-- whether task $5 exists already (createTask's repeat check, without a statement of its own).
 INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
    SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
        sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
        expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE GREATEST(g.expires, excluded.expires) END
-RETURNING scheduler_id, sealed
+RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = $5) AS task_exists
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
@@ -81,6 +87,22 @@ DELETE FROM task_resolutions WHERE id = ANY($1::bigint[])
 SELECT * FROM artifacts
  WHERE task_id = $1 AND run_id = $2 AND name COLLATE "C" > $3
  ORDER BY name COLLATE "C" LIMIT $4
+
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
+-- `artifact_*`, NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+   FOR UPDATE OF t
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length(t.runs::json) - 1 FROM tasks t WHERE t.task_id = $1)
 
 -- name: get_live_log_for_update
 -- Racing appends to one live log take turns: the loser sees the winner's length.

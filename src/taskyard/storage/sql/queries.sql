@@ -278,6 +278,11 @@ DELETE FROM roles WHERE role_id = $1
 -- name: get_artifact
 SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
 
+-- name: get_artifact_with_runs
+-- An upload's check before its body is read: the artifact, with its task's runs (NULL: task gone).
+SELECT a.*, t.runs AS task_runs FROM artifacts a LEFT JOIN tasks t ON t.task_id = a.task_id
+ WHERE a.task_id = $1 AND a.run_id = $2 AND a.name = $3
+
 -- name: put_artifact
 INSERT INTO artifacts (task_id, run_id, name, storage_type, content_type, expires, details, present,
                        upload_token)

@@ -9,12 +9,34 @@ SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY 
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
--- name: lock_pending
-SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
-  FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
- WHERE p.task_queue_id = $1 AND p.deadline > $3
- ORDER BY p.priority DESC, p.inserted, p.task_id
- LIMIT $2
+-- name: take_pending
+-- Take the first claimable runs: delete their claim-index rows, answering each with its task row
+-- (RETURNING reads only the deleted table: the task's columns come one subquery each). In no
+-- particular order: the caller sorts by pending_priority, pending_inserted, task_id.
+DELETE FROM pending_runs
+ WHERE (task_id, run_id) IN (SELECT p.task_id, p.run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
+                              WHERE p.task_queue_id = $1 AND p.deadline > $3
+                              ORDER BY p.priority DESC, p.inserted, p.task_id
+                              LIMIT $2)
+RETURNING run_id AS pending_run_id, priority AS pending_priority, inserted AS pending_inserted,
+       (SELECT task_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_id,
+       (SELECT task_group_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_group_id,
+       (SELECT scheduler_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS scheduler_id,
+       (SELECT project_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS project_id,
+       (SELECT task_queue_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_queue_id,
+       (SELECT priority FROM tasks t WHERE t.task_id = pending_runs.task_id) AS priority,
+       (SELECT requires FROM tasks t WHERE t.task_id = pending_runs.task_id) AS requires,
+       (SELECT retries_left FROM tasks t WHERE t.task_id = pending_runs.task_id) AS retries_left,
+       (SELECT created FROM tasks t WHERE t.task_id = pending_runs.task_id) AS created,
+       (SELECT deadline FROM tasks t WHERE t.task_id = pending_runs.task_id) AS deadline,
+       (SELECT expires FROM tasks t WHERE t.task_id = pending_runs.task_id) AS expires,
+       (SELECT definition FROM tasks t WHERE t.task_id = pending_runs.task_id) AS definition,
+       (SELECT runs FROM tasks t WHERE t.task_id = pending_runs.task_id) AS runs,
+       (SELECT state FROM tasks t WHERE t.task_id = pending_runs.task_id) AS state,
+       (SELECT taken_until FROM tasks t WHERE t.task_id = pending_runs.task_id) AS taken_until,
+       (SELECT claimed_at FROM tasks t WHERE t.task_id = pending_runs.task_id) AS claimed_at,
+       (SELECT ever_resolved FROM tasks t WHERE t.task_id = pending_runs.task_id) AS ever_resolved,
+       (SELECT version FROM tasks t WHERE t.task_id = pending_runs.task_id) AS version
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
@@ -29,13 +51,14 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: join_group
--- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it.
+-- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it, and
+-- whether task $5 exists already (createTask's repeat check, without a statement of its own).
 INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
    SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
        sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
        expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE MAX(g.expires, excluded.expires) END
-RETURNING scheduler_id, sealed
+RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = $5) AS task_exists
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
@@ -66,6 +89,21 @@ DELETE FROM task_resolutions WHERE id IN (SELECT value FROM json_each($1))
 -- name: list_artifacts
 -- Names compare by bytes in both dialects (PostgreSQL's says COLLATE "C").
 SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER BY name LIMIT $4
+
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row with the artifact it may replace (columns `artifact_*`,
+-- NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length(t.runs) - 1 FROM tasks t WHERE t.task_id = $1)
 
 -- name: get_live_log_for_update
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
