@@ -10,13 +10,19 @@ group     A task group of 100, 1,000 and 10,000 tasks (a tenth of them roots, th
           the tasks: linear). Wall and CPU time: on a busy machine the CPU time is the steadier.
           Aim: the page <= 300 ms at 10,000 tasks.
 
+browser   The same groups opened in chromium (Playwright, /usr/bin/chromium) from a real
+          `taskyard serve` on the same database: the p50 of a few loads of `/groups/<id>`, from
+          navigation to the page's load event and to the last of its script's work (every row
+          fetched and filterable), as the browser's own Navigation Timing reports them. Aim: a
+          group of 10,000 tasks opens in under a second. Skipped, with a note, without chromium.
+
 metrics   N pending tasks (default 10,000) spread over Q task queues (default 20), a few of them
           claimed; then `GET /metrics` through the app in-process (httpx's ASGI transport, so no
           network): `fresh` scrapes re-run the database queries each time (the 2 s cache is
           skipped by moving the cache's clock), `cached` ones answer from the cache, as most
           scrapes do when several Prometheus servers scrape one taskyard. Aim: fresh <= 50 ms.
 
-Figures are printed, never asserted. Run: .venv/bin/python bench/ui.py [--only group|metrics]
+Figures are printed, never asserted. Run: .venv/bin/python bench/ui.py [--only group|browser|metrics]
 [--sizes 100,1000,10000] [--tasks N] [--queues Q] [--db-url URL] (default: SQLite in a temporary
 directory; a PostgreSQL URL names a scratch database the bench fills and leaves).
 """
@@ -26,8 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import random
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -170,7 +180,11 @@ async def p50(render: Callable[[], Awaitable[int]], times: int) -> Timed:
     return Timed(statistics.median(wall) * 1000, statistics.median(cpu) * 1000, size)
 
 
-async def measure_group(services: Services, sizes: list[int]) -> None:
+async def measure_group(
+    services: Services, sizes: list[int], *, renders: bool = True
+) -> list[tuple[int, str]]:
+    """The groups made (size, taskGroupId); their pages' server time printed unless `renders` is off."""
+    made: list[tuple[int, str]] = []
     transport = httpx.ASGITransport(app=build_app(services))
     rng = random.Random(7)
     rows = []
@@ -188,6 +202,9 @@ async def measure_group(services: Services, sizes: list[int]) -> None:
             started = time.perf_counter()
             group = await fill_group(services.queue, n, rng)
             filled = time.perf_counter() - started
+            made.append((n, group))
+            if not renders:
+                continue
             renders = 15 if n <= 1_000 else 9
             whole = await p50(getter(f"/groups/{group}"), renders)
             failed = await p50(getter(f"/groups/{group}?state=failed"), renders)
@@ -205,24 +222,107 @@ async def measure_group(services: Services, sizes: list[int]) -> None:
             for name, a, b in zip(("table", "filtered", "graph", "rows"), before, after, strict=True)
         )
         print(f"growth {n1:,} -> {n2:,} tasks (x{n2 / n1:g}): {ratios}")
+    return made
 
 
-async def run(db_url: str, only: str | None, sizes: list[int], n: int, queues: int) -> None:
+async def run(db_url: str, only: str | None, sizes: list[int], n: int, queues: int) -> list[tuple[int, str]]:
+    """The group and metrics phases; answers the groups made, for the browser phase."""
     services = await open_services(db_url)
+    made: list[tuple[int, str]] = []
     try:
-        if only in (None, "group"):
-            await measure_group(services, sizes)
+        if only in (None, "group", "browser"):
+            made = await measure_group(services, sizes, renders=only != "browser")
         if only in (None, "metrics"):
             await measure_metrics(services, n, queues)
     finally:
         await services.queue.storage.close()
+    return made
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+LOADS = 5
+# The page's load event, and the end of its script's fetch of every row (static/group.js), in ms
+# from the navigation's start.
+TIMING = """() => {
+  const nav = performance.getEntriesByType("navigation")[0];
+  const rows = performance.getEntriesByType("resource").filter((r) => r.name.includes("/rows"));
+  return {load: nav.loadEventEnd, ready: rows.length ? rows[rows.length - 1].responseEnd : NaN};
+}"""
+
+
+def measure_browser(db_url: str, data_dir: Path, groups: list[tuple[int, str]]) -> None:
+    """Each group's page opened in chromium from a real server on `db_url`: load p50, in ms."""
+    if not CHROMIUM.exists():
+        print(f"browser: skipped, no chromium at {CHROMIUM}")
+        return
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "taskyard.cli.main",
+            "serve",
+            "--port",
+            str(port),
+            "--db",
+            db_url,
+            "--data-dir",
+            str(data_dir / "serve"),
+        ],
+        env={
+            **os.environ,
+            "TASKYARD_ROOT_ACCESS_TOKEN": TOKEN,
+            "TASKYARD_SECRET_KEY": "bench",
+            "TASKYARD_LOG_LEVEL": "WARNING",
+        },
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}/api/queue/v1/ping", server)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+            page = browser.new_page()
+            for n, group in groups:
+                loads, ready = [], []
+                for _ in range(LOADS):
+                    page.goto(f"http://127.0.0.1:{port}/groups/{group}", wait_until="networkidle")
+                    timing = page.evaluate(TIMING)
+                    loads.append(timing["load"])
+                    ready.append(timing["ready"])
+                print(
+                    f"browser, group of {n:,} tasks, p50 of {LOADS} loads: load event "
+                    f"{statistics.median(loads):.0f} ms, every row fetched {statistics.median(ready):.0f} ms"
+                )
+            browser.close()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_up(url: str, server: subprocess.Popen[bytes]) -> None:
+    give_up = time.monotonic() + 30
+    while time.monotonic() < give_up and server.poll() is None:
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise SystemExit(f"taskyard serve did not answer {url}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", choices=["group", "metrics"])
+    parser.add_argument("--only", choices=["group", "browser", "metrics"])
     parser.add_argument("--sizes", default=",".join(map(str, GROUP_SIZES)), help="the groups' sizes")
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--queues", type=int, default=20)
@@ -231,7 +331,9 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db_url or f"sqlite:///{Path(tmp) / 'bench.sqlite3'}"
-        asyncio.run(run(url, args.only, sizes, args.tasks, args.queues))
+        groups = asyncio.run(run(url, args.only, sizes, args.tasks, args.queues))
+        if args.only in (None, "browser"):
+            measure_browser(url, Path(tmp), groups)
 
 
 if __name__ == "__main__":
