@@ -290,7 +290,9 @@ class Worker:
                     warned = True
                 continue
             for task_id, status in statuses.items():
-                _stop_if_not_running(runs[task_id], status)
+                run = runs[task_id]
+                if (run.task_id, run.run_id) in self.running:  # not reported while we asked
+                    _stop_if_not_running(run, status)
 
 
 def _stop_if_not_running(run: TaskRun, status: Any, source: str = "") -> None:
