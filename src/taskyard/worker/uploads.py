@@ -4,6 +4,9 @@ Each file is announced with createArtifact (`s3`) and PUT to the URL it answers,
 kind is compressed already; at most `PARALLEL` at a time. A file that isn't there (or is a
 directory, or can't be read) becomes an `error` artifact, as generic-worker's do, and fails the
 task unless the artifact is optional. The first problem decides the task's outcome.
+
+The task's log is announced earlier, when its commands start (`Announced`): when they end only
+its PUT is left.
 """
 
 from __future__ import annotations
