@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,4 +60,31 @@ async def test_a_claim_answered_after_sigterm_is_stopped_as_a_worker_shutdown(tm
             task.cancel()
         await asyncio.gather(*worker._tasks, return_exceptions=True)
     finally:
+        await worker.client.close()
+
+
+async def test_a_run_reported_while_the_status_check_asked_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = WorkerConfig("http://127.0.0.1:1", "c", "t", work_dir=str(tmp_path), status_interval=0.01)
+    worker = Worker(config, client=QueueClient(config.root_url))
+    run = TaskRun(claim_of("T", 0), worker.config, worker.client)
+    worker.running[("T", 0)] = run
+    answered = asyncio.Event()
+
+    async def statuses(task_ids: list[str], creds: object) -> dict[str, Any]:
+        worker.running.pop(("T", 0))  # the run was reported while the call was in flight
+        answered.set()
+        return {"T": {"taskId": "T", "runs": [{"runId": 0, "state": "completed"}]}}
+
+    monkeypatch.setattr(worker.client, "statuses", statuses)
+    watcher = asyncio.create_task(worker._watch_statuses())
+    try:
+        await answered.wait()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert not run.abort.event.is_set()
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
         await worker.client.close()
