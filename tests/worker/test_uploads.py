@@ -16,7 +16,15 @@ import pytest
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.worker.payload import ArtifactSpec
-from taskyard.worker.uploads import ErrorArtifact, FileUpload, Problem, collect, upload_all
+from taskyard.worker.uploads import (
+    Announced,
+    ErrorArtifact,
+    FileUpload,
+    Problem,
+    collect,
+    upload_all,
+    upload_one,
+)
 
 EXPIRES = dates.parse_iso("2031-01-02T03:04:05.678Z")
 
@@ -330,3 +338,74 @@ async def test_the_first_problem_in_items_order_wins_not_the_first_to_happen(
     assert problem is not None
     assert (problem.state, problem.reason) == ("failed", "failed")
     assert "public/slow.bin is too large" in problem.message
+
+
+# Announced: the log's createArtifact sent while the commands run ---------------------------
+
+
+@dataclass
+class CountingQueue(Queue):
+    """Queue, counting createArtifact calls and answering upload URLs that expire `url_life_ms` on."""
+
+    creates: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    url_life_ms: int = 45 * 60 * 1000
+
+    async def create(self, name: str, body: dict[str, Any]) -> Any:
+        self.creates.append((name, dict(body)))
+        answer = await super().create(name, body)
+        return {**answer, "expires": dates.to_iso(dates.now_ms() + self.url_life_ms)}
+
+
+async def test_an_announced_log_is_created_once_ahead_and_only_put_at_the_end(
+    task_dir: Path, tmp_path: Path
+) -> None:
+    queue = CountingQueue()
+    item = upload(task_dir, "public/logs/live_backing.log", b"", encoding="gzip")
+    announced = Announced(item, queue.create)
+    await asyncio.sleep(0)  # the early call goes out before the log is written
+    assert [name for name, _ in queue.creates] == [item.name] and queue.stored == {}
+    item.path.write_bytes(b"the whole log\n")
+    assert await upload_one(item, announced.create, queue.put, tmp_path) is None
+    assert len(queue.creates) == 1  # the end costs only the PUT
+    assert "contentLength" not in queue.creates[0][1]  # not known when it was created
+    sent, size, _, enc = queue.stored[item.name]
+    assert (gzip.decompress(sent), size, enc) == (b"the whole log\n", len(sent), "gzip")
+
+
+async def test_an_announced_log_asks_again_with_the_same_body_if_the_early_call_failed(
+    task_dir: Path, tmp_path: Path
+) -> None:
+    queue = CountingQueue(fail_create={"public/log": Unreachable("down")})
+    item = upload(task_dir, "public/log", b"x\n", encoding="gzip")
+    announced = Announced(item, queue.create)
+    await asyncio.sleep(0.01)
+    del queue.fail_create["public/log"]
+    assert await upload_one(item, announced.create, queue.put, tmp_path) is None
+    assert [body for _, body in queue.creates] == [queue.creates[0][1]] * 2
+    assert gzip.decompress(queue.stored["public/log"][0]) == b"x\n"
+
+
+async def test_an_announced_log_whose_early_refusal_persists_is_a_problem(
+    task_dir: Path, tmp_path: Path
+) -> None:
+    queue = CountingQueue(fail_create={"public/log": Refused(413, "", "too big")})
+    item = upload(task_dir, "public/log", b"x\n", encoding="gzip")
+    problem = await upload_one(item, Announced(item, queue.create).create, queue.put, tmp_path)
+    assert problem is not None and (problem.state, problem.reason) == ("failed", "failed")
+    assert len(queue.creates) == 2 and queue.stored == {}
+
+
+async def test_an_announced_url_about_to_expire_is_asked_for_again(task_dir: Path, tmp_path: Path) -> None:
+    queue = CountingQueue(url_life_ms=60_000)  # a task that ran for most of the URL's life
+    item = upload(task_dir, "public/log", b"x\n", encoding="gzip")
+    assert await upload_one(item, Announced(item, queue.create).create, queue.put, tmp_path) is None
+    assert len(queue.creates) == 2 and "public/log" in queue.stored
+
+
+async def test_an_announced_call_not_used_is_dropped(task_dir: Path) -> None:
+    queue = CountingQueue(delay={"public/log": 10.0})
+    announced = Announced(upload(task_dir, "public/log", b"", encoding="gzip"), queue.create)
+    await asyncio.sleep(0)
+    announced.cancel()
+    await asyncio.sleep(0)
+    assert queue.created == {}

@@ -71,7 +71,8 @@ class TaskRun:
     # The whole run -------------------------------------------------------------------------
 
     async def run(self) -> Outcome | None:
-        """Run the task and report it; the outcome reported (None: not ours to report)."""
+        """Run the task and report it; the outcome reported (None: not ours to report). Its files
+        stay until `clean_up`."""
         reclaimer = asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self}")
         try:
             try:
@@ -87,13 +88,14 @@ class TaskRun:
             return await self._report(Outcome("exception", "internal-error"), reclaimer)
         finally:
             reclaimer.cancel()
-            await asyncio.to_thread(self._clean_up)
 
     def _make_dirs(self) -> None:
         for d in (self.task_dir, self.scratch, self.log_path.parent):
             d.mkdir(parents=True, exist_ok=True)
 
-    def _clean_up(self) -> None:
+    def clean_up(self) -> None:
+        """Remove the run's directories and log file (blocking: the worker calls it in a thread,
+        once the run is reported and its slot is free for the next claim)."""
         for d in (self.task_dir, self.scratch):
             shutil.rmtree(d, ignore_errors=True)
         self.log_path.unlink(missing_ok=True)
@@ -104,15 +106,22 @@ class TaskRun:
         spec = self._parse_payload(tasklog)
         if spec is not None and spec.live_log_enabled:
             tasklog.stream_to(self._appender(spec.live_log), self.config.live_log_interval)
-        outcome: Outcome | None = Outcome("exception", "malformed-payload") if spec is None else None
-        if spec is not None:
-            outcome = await self._run_commands(spec, tasklog)
-            problem = await self._upload_artifacts(spec, tasklog)
-            if problem is not None and (outcome is None or outcome.state == "completed"):
-                outcome = Outcome(problem.state, "" if problem.state == "failed" else problem.reason)
-        outcome = self._settle(outcome, tasklog)
-        await tasklog.close()
-        problem = await self._upload_log(spec, tasklog)
+        backing = self._log_item(spec, tasklog)
+        announced = uploads.Announced(backing, self._create_artifact) if spec is not None else None
+        try:
+            outcome: Outcome | None = Outcome("exception", "malformed-payload") if spec is None else None
+            if spec is not None:
+                outcome = await self._run_commands(spec, tasklog)
+                problem = await self._upload_artifacts(spec, tasklog)
+                if problem is not None and (outcome is None or outcome.state == "completed"):
+                    outcome = Outcome(problem.state, "" if problem.state == "failed" else problem.reason)
+            outcome = self._settle(outcome, tasklog)
+            await tasklog.close()
+            create = announced.create if announced is not None else self._create_artifact
+            problem = await self._upload_log(spec, backing, create)
+        finally:
+            if announced is not None:
+                announced.cancel()
         if problem is not None and outcome is not None and outcome.state == "completed":
             outcome = Outcome("exception", "resource-unavailable")
         return outcome
@@ -199,6 +208,8 @@ class TaskRun:
         return await self.client.create_artifact(self.task_id, self.run_id, name, body, self.creds)
 
     async def _upload_artifacts(self, spec: payloads.Payload, tasklog: TaskLog) -> uploads.Problem | None:
+        if not spec.artifacts:
+            return None
         items = await asyncio.to_thread(uploads.collect, spec.artifacts, self.task_dir.absolute())
         for item in items:
             if isinstance(item, uploads.FileUpload):
@@ -217,27 +228,30 @@ class TaskRun:
 
         return append
 
-    async def _upload_log(self, spec: payloads.Payload | None, tasklog: TaskLog) -> uploads.Problem | None:
-        """The backing log, then the live log's name turned into a link to it."""
-        live = spec.live_log if spec is not None else payloads.DEFAULT_LIVE_LOG
+    def _log_item(self, spec: payloads.Payload | None, tasklog: TaskLog) -> uploads.FileUpload:
         backing = spec.backing_log if spec is not None else payloads.DEFAULT_BACKING_LOG
         expires = dates.parse_iso(self.definition["expires"])
-        item = uploads.FileUpload(backing, tasklog.path, expires, LOG_TYPE, "gzip")
+        return uploads.FileUpload(backing, tasklog.path, expires, LOG_TYPE, "gzip")
+
+    async def _upload_log(
+        self, spec: payloads.Payload | None, item: uploads.FileUpload, create: uploads.CreateArtifact
+    ) -> uploads.Problem | None:
+        """The backing log (its createArtifact made while the commands ran: `uploads.Announced`),
+        with the live log's name turned into a link to it during the PUT."""
+        live = spec.live_log if spec is not None else payloads.DEFAULT_LIVE_LOG
 
         async def link() -> None:
             if spec is None or spec.live_log_enabled:
                 body = {
                     "storageType": "link",
-                    "artifact": backing,
+                    "artifact": item.name,
                     "contentType": LOG_TYPE,
-                    "expires": dates.to_iso(expires),
+                    "expires": dates.to_iso(item.expires),
                 }
                 with contextlib.suppress(Refused):  # a convenience; the backing log is there
                     await self._create_artifact(live, body)
 
-        problem = await uploads.upload_one(
-            item, self._create_artifact, self.client.upload, self.scratch, link
-        )
+        problem = await uploads.upload_one(item, create, self.client.upload, self.scratch, link)
         if problem is not None:
             log.warning("%s: %s", self, problem.message)
         return problem

@@ -4,6 +4,9 @@ Each file is announced with createArtifact (`s3`) and PUT to the URL it answers,
 kind is compressed already; at most `PARALLEL` at a time. A file that isn't there (or is a
 directory, or can't be read) becomes an `error` artifact, as generic-worker's do, and fails the
 task unless the artifact is optional. The first problem decides the task's outcome.
+
+The task's log is announced earlier, when its commands start (`Announced`): when they end only
+its PUT is left.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from taskyard.worker.payload import ArtifactSpec
 PARALLEL = 10
 READ_SIZE = 256 * 1024
 SMALL = 256 * 1024  # files up to this size are read and compressed in memory
+FRESH_MS = 5 * 60 * 1000  # an upload URL created ahead is used only if it lives this much longer
 CreateArtifact = Callable[[str, dict[str, Any]], Awaitable[Any]]  # (name, body) -> createArtifact's answer
 Put = Callable[[str, AsyncIterator[bytes], int, str, str], Awaitable[None]]  # (url, chunks, size, type, enc)
 
@@ -199,15 +203,7 @@ async def upload_file(
     source = packed or item.path
     try:
         size = len(small) if small is not None else source.stat().st_size
-        body = {
-            "storageType": "s3",
-            "contentType": item.content_type,
-            "expires": dates.to_iso(item.expires),
-            "contentLength": size,
-        }
-        if item.content_encoding != "identity":  # the upload URL is signed for it; the PUT sends it
-            body["contentEncoding"] = item.content_encoding
-        answer = await create(item.name, body)
+        answer = await create(item.name, s3_body(item, size))
         chunks = _once(small) if small is not None else _chunks(source)
         upload = put(answer["putUrl"], chunks, size, item.content_type, item.content_encoding)
         if alongside is None:
@@ -217,6 +213,60 @@ async def upload_file(
     finally:
         if packed is not None:
             packed.unlink(missing_ok=True)
+
+
+def s3_body(item: FileUpload, size: int | None) -> dict[str, Any]:
+    """createArtifact's body for a file; without contentLength if its size isn't known yet."""
+    body: dict[str, Any] = {
+        "storageType": "s3",
+        "contentType": item.content_type,
+        "expires": dates.to_iso(item.expires),
+    }
+    if size is not None:
+        body["contentLength"] = size
+    if item.content_encoding != "identity":  # the upload URL is signed for it; the PUT sends it
+        body["contentEncoding"] = item.content_encoding
+    return body
+
+
+class Announced:
+    """A file's createArtifact sent ahead, while the commands still write it (the task's log), so
+    that only its PUT is left when they end. Its size isn't known yet: the body has no
+    contentLength, now or later. `create`, given to `upload_one`, answers that early call's putUrl
+    instead of asking again, unless the early call failed or its URL expires within FRESH_MS: then
+    it asks again with the same body (a refusal then comes back as usual)."""
+
+    def __init__(self, item: FileUpload, create: CreateArtifact) -> None:
+        self.item = item
+        self._create = create
+        self._body = s3_body(item, None)
+        self._early: asyncio.Future[Any] = asyncio.ensure_future(create(item.name, self._body))
+        self._early.add_done_callback(_retrieve)
+
+    async def create(self, name: str, body: dict[str, Any]) -> Any:
+        if name != self.item.name:
+            return await self._create(name, body)
+        try:
+            answer = await self._early
+        except Exception:  # asked again below, where a refusal counts
+            answer = None
+        if isinstance(answer, dict) and _fresh(answer.get("expires")):
+            return answer
+        return await self._create(name, self._body)
+
+    def cancel(self) -> None:
+        """Drop the early call if no upload will use it."""
+        self._early.cancel()
+
+
+def _fresh(expires: object) -> bool:
+    return not isinstance(expires, str) or dates.parse_iso(expires) - dates.now_ms() > FRESH_MS
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a failed early call's exception as seen: `Announced.create` asks again."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

@@ -152,6 +152,7 @@ class Worker:
             while self.running:
                 self._changed.clear()
                 await self._changed.wait()
+            await asyncio.gather(*self._tasks)  # the last runs' files removed
         finally:
             for watcher in watchers:
                 watcher.cancel()
@@ -236,12 +237,15 @@ class Worker:
                 await run.run()
             finally:
                 self.running.pop(key, None)
-                self._changed.set()
+                self._changed.set()  # the slot is free: the claim loop claims again at once
+                await asyncio.to_thread(run.clean_up)
 
         task = asyncio.create_task(go(), name=repr(run))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if run.task_id in self._recent:  # its end was heard before the claim's answer came
+        if self._exit_code == EXIT_SHUTDOWN:  # the claim's answer came after the worker was stopped
+            run.abort.set(SHUTDOWN)
+        elif run.task_id in self._recent:  # its end was heard before the claim's answer came
             _stop_if_not_running(run, self._recent[run.task_id], HEARD_FROM_BUS)
 
     # Cancellation --------------------------------------------------------------------------
@@ -286,7 +290,9 @@ class Worker:
                     warned = True
                 continue
             for task_id, status in statuses.items():
-                _stop_if_not_running(runs[task_id], status)
+                run = runs[task_id]
+                if (run.task_id, run.run_id) in self.running:  # not reported while we asked
+                    _stop_if_not_running(run, status)
 
 
 def _stop_if_not_running(run: TaskRun, status: Any, source: str = "") -> None:
