@@ -322,6 +322,7 @@ class Bench:
             await self.fill(definition, pending, size)
             if size == self.args.sizes[-1]:
                 result["memory_filled"] = memory_mb(self.server.pid)
+            await settle(self.server)
             latencies = await self.claims(queue, self.args.claim_samples)
             result["p50"][size], result["p99"][size] = (
                 ms(percentile(latencies, 50)),
@@ -368,6 +369,7 @@ class Bench:
             created = await self.create(lc.task_definition(lc.new_queue("group"), group), min(size, 10))
             await self.copy(created[0], size - len(created))
             last = await self.deep_token(group)
+            await settle(self.server)  # the tasks just created over HTTP: their events relayed
             for where, token in (("first", None), ("last", last)):
                 samples = [await self.page(group, token) for _ in range(self.args.page_samples + 3)][3:]
                 result[where][size] = ms(percentile(samples, 50))
