@@ -371,7 +371,7 @@ class Bench:
             last = await self.deep_token(group)
             await settle(self.server)  # the tasks just created over HTTP: their events relayed
             for where, token in (("first", None), ("last", last)):
-                samples = [await self.page(group, token) for _ in range(self.args.page_samples + 3)][3:]
+                samples = [await self.page(group, token) for _ in range(self.args.page_samples + 10)][10:]
                 result[where][size] = ms(percentile(samples, 50))
             print(
                 f"    group of {size:,}: first page {result['first'][size]:.2f} ms,"
