@@ -430,7 +430,7 @@ async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | N
 async def measure(server: TimedServer, db: Database, args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {}
     await server.start()
-    results["ready_fresh_s"], results["ready_fresh_cpu_s"] = server.ready_s, server.ready_cpu_s
+    results["ready_fresh_ms"], results["ready_fresh_cpu_ms"] = ms(server.ready_s), ms(server.ready_cpu_s)
     print(f"  taskyard serve pid {server.pid} ready in {server.ready_s * 1000:.0f} ms (fresh database)")
     bench = Bench(server, db, args)
     steps: list[tuple[str, Callable[[], Any]]] = [
@@ -452,7 +452,10 @@ async def measure(server: TimedServer, db: Database, args: argparse.Namespace) -
         await bench.api.close()
     server.stop()
     await server.start()  # the same data: the largest backlog, the groups, the dependents
-    results["ready_existing_s"], results["ready_existing_cpu_s"] = server.ready_s, server.ready_cpu_s
+    results["ready_existing_ms"], results["ready_existing_cpu_ms"] = (
+        ms(server.ready_s),
+        ms(server.ready_cpu_s),
+    )
     print(f"  ready in {server.ready_s * 1000:.0f} ms on the existing database")
     return results
 
@@ -464,85 +467,76 @@ def fmt(value: float | None, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def table_rows(
-    results: dict[str, Any], args: argparse.Namespace
-) -> list[tuple[str, Callable[[dict[str, Any]], str], str]]:
-    def get(r: dict[str, Any], *keys: Any) -> Any:
-        for key in keys:
-            r = r.get(key) if isinstance(r, dict) else None  # type: ignore[assignment]
-        return r
+Row = tuple[str, tuple[Any, ...], str, str]  # label, path into a backend's results, format, aim
 
-    rows: list[tuple[str, Callable[[dict[str, Any]], str], str]] = []
-    for size in args.sizes:
-        rows.append(
-            (f"claimWork p50, {size:,} pending (ms)", lambda r, s=size: fmt(get(r, "claim", "p50", s)), "")
-        )
+
+def dig(results: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        results = results.get(key) if isinstance(results, dict) else None
+    return results
+
+
+def table_rows(args: argparse.Namespace) -> list[Row]:
+    big = f"{args.sizes[-1]:,}"
+    rows: list[Row] = [
+        (f"claimWork p50, {n:,} pending (ms)", ("claim", "p50", n), ".2f", "") for n in args.sizes
+    ]
     rows.append(
         (
             "  claimWork ratio, largest / smallest backlog",
-            lambda r: fmt(get(r, "claim", "ratio")),
+            ("claim", "ratio"),
+            ".2f",
             f"<= {AIMS['claim_ratio']}",
         )
     )
-    for where in ("first", "last"):
-        for size in args.group_sizes:
-            label = f"listTaskGroup {where} page, group of {size:,} (ms)"
-            rows.append((label, lambda r, s=size, w=where: fmt(get(r, "group", w, s)), ""))
+    rows += [
+        (f"listTaskGroup {where} page, group of {n:,} (ms)", ("group", where, n), ".2f", "")
+        for where in ("first", "last")
+        for n in args.group_sizes
+    ]
     rows.append(
         (
             "  listTaskGroup ratio, largest / smallest group (worse page)",
-            lambda r: fmt(get(r, "group", "ratio")),
+            ("group", "ratio"),
+            ".2f",
             "flat, <= 1.5",
         )
     )
     deps = f"{args.dependents:,} dependents all pending after completion (s)"
-    rows.append((deps, lambda r: fmt(get(r, "dependents", "all_pending_s")), f"<= {AIMS['dependents_s']}"))
-    big = f"{args.sizes[-1]:,}"
+    rows.append((deps, ("dependents", "all_pending_s"), ".2f", f"<= {AIMS['dependents_s']}"))
     for moment, key in (("filled", "memory_filled"), ("after claims", "memory_claimed")):
-        rss_aim = f"<= {AIMS['rss_mb']:.0f}"
         rows.append(
             (
                 f"server VmRSS, {big} pending, {moment} (MB)",
-                lambda r, k=key: fmt(get(r, "claim", k, "VmRSS"), ".0f"),
-                rss_aim,
+                ("claim", key, "VmRSS"),
+                ".0f",
+                f"<= {AIMS['rss_mb']:.0f}",
             )
         )
-        rows.append(
-            (
-                f"server VmHWM, {big} pending, {moment} (MB)",
-                lambda r, k=key: fmt(get(r, "claim", k, "VmHWM"), ".0f"),
-                "",
-            )
-        )
+        rows.append((f"server VmHWM, {big} pending, {moment} (MB)", ("claim", key, "VmHWM"), ".0f", ""))
     for which, label in (("fresh", "fresh database"), ("existing", f"existing database with {big} pending")):
         rows.append(
             (
                 f"serve ready, {label} (ms)",
-                lambda r, w=which: fmt(ms_or_none(r.get(f"ready_{w}_s")), ".0f"),
-                "<= 1000 (SQLite)",
+                (f"ready_{which}_ms",),
+                ".0f",
+                f"<= {AIMS['ready_s'] * 1000:.0f} (SQLite)",
             )
         )
-        rows.append(
-            (
-                "  the server's CPU until then (ms)",
-                lambda r, w=which: fmt(ms_or_none(r.get(f"ready_{w}_cpu_s")), ".0f"),
-                "",
-            )
-        )
+        rows.append(("  the server's CPU until then (ms)", (f"ready_{which}_cpu_ms",), ".0f", ""))
     return rows
-
-
-def ms_or_none(seconds: float | None) -> float | None:
-    return None if seconds is None else ms(seconds)
 
 
 def render_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Namespace) -> str:
     backends = list(all_results)
-    rows = table_rows({}, args)
-    width = max(len(label) for label, _, _ in rows) + 2
+    rows = table_rows(args)
+    width = max(len(label) for label, _, _, _ in rows) + 2
     lines = ["".join([f"{'':<{width}}", *(f"{b:>12}" for b in backends), "   aim"])]
-    for label, cell, aim in rows:
-        cells = [cell(all_results[b] or {}) if all_results[b] is not None else "skipped" for b in backends]
+    for label, path, spec, aim in rows:
+        cells = [
+            fmt(dig(all_results[b], path), spec) if all_results[b] is not None else "skipped"
+            for b in backends
+        ]
         lines.append("".join([f"{label:<{width}}", *(f"{c:>12}" for c in cells), f"   {aim}"]))
     return "\n".join(lines)
 

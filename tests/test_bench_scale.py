@@ -53,8 +53,8 @@ def test_the_table_puts_each_figure_beside_its_aim() -> None:
         },
         "group": {"first": {10: 1.0, 100000: 1.1}, "last": {10: 1.0, 100000: 3.0}, "ratio": 3.0},
         "dependents": {"all_pending_s": 0.75},
-        "ready_fresh_s": 0.5,
-        "ready_existing_s": 0.625,
+        "ready_fresh_ms": 500.0,
+        "ready_existing_ms": 625.0,
     }
     table = scale.render_table({"sqlite": sqlite, "postgres": None}, args).splitlines()
     assert table[0].split() == ["sqlite", "postgres", "aim"]
@@ -74,7 +74,7 @@ def test_the_table_puts_each_figure_beside_its_aim() -> None:
 
 def test_a_step_that_failed_shows_a_dash() -> None:
     args = scale.parse_args(["--backends", "sqlite"])
-    table = scale.render_table({"sqlite": {"ready_fresh_s": 0.4}}, args)
+    table = scale.render_table({"sqlite": {"ready_fresh_ms": 400.0}}, args)
     assert "claimWork p50, 1,000,000 pending (ms)" in table
     line = next(line for line in table.splitlines() if line.startswith("claimWork p50, 1,000 pending"))
     assert line.split()[-1] == "-"
