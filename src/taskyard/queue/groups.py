@@ -104,13 +104,14 @@ async def get_task_group(q: Queue, task_group_id: str) -> TaskGroup:
 async def list_task_group(q: Queue, task_group_id: str, query: paging.Query) -> TaskGroupList:
     async with q.storage.reader() as session:
         body = group_body(await _get(session, task_group_id))
-        offset = paging.offset(query)
-        rows = await session.fetch("list_group_tasks", task_group_id, offset, query.limit + 1)
+        (after,) = paging.after(query, 1, [""])  # keyset: a deep page costs what the first does
+        rows = await session.fetch("list_group_tasks", task_group_id, after, query.limit + 1)
     tasks = tasks_and_statuses(rows)
+    last: list[object] | None = [rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
     return {
         **body,
         "tasks": tasks[: query.limit],
-        **paging.more(paging.offset_token(tasks, offset, query.limit)),
+        **paging.more(paging.keyset_token(tasks, last, query.limit)),
     }
 
 

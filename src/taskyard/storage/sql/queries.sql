@@ -80,7 +80,10 @@ INSERT INTO task_groups (task_group_id, scheduler_id, expires, sealed) VALUES ($
 UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1 AND sealed IS NULL
 
 -- name: list_group_tasks
-SELECT * FROM tasks WHERE task_group_id = $1 ORDER BY task_id LIMIT $3 OFFSET $2
+-- A page of the group's tasks after task id $2 ('' from the start): tasks_by_group is entered at that
+-- key, so a page deep in a large group costs what the first page does (an OFFSET would walk past
+-- every task before it).
+SELECT * FROM tasks WHERE task_group_id = $1 AND task_id > $2 ORDER BY task_id LIMIT $3
 
 -- name: group_size
 SELECT count(*) FROM tasks WHERE task_group_id = $1
