@@ -91,7 +91,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    check_content_length(request.headers.get("content-length"), limit, "the request body")
+    check_content_length(request_headers(request.scope).get("content-length"), limit, "the request body")
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
@@ -133,23 +133,39 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name, the first of any repeated one (as Starlette's
+    `Headers` answers them), built once per request."""
+    found: dict[str, str] = scope.get(_HEADERS_KEY) or {}
+    if not found:
+        for key, value in scope["headers"]:
+            found.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        scope[_HEADERS_KEY] = found
+    return found
+
+
+_HEADERS_KEY = "taskyard.headers"
+
+
 def hawk_request(request: Request, raw: bytes) -> hawk.Request:
-    path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
-    query = request.scope.get("query_string", b"").decode("latin-1")
+    scope, headers = request.scope, request_headers(request.scope)
+    raw_path = scope.get("raw_path")
+    path = request.url.path if raw_path is None else raw_path.decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
     host, port = hawk.host_port(
-        request.headers.get("host"),
-        request.url.scheme,
-        request.headers.get("x-forwarded-port"),
-        request.headers.get("x-forwarded-proto"),
+        headers.get("host"),
+        scope.get("scheme", "http"),
+        headers.get("x-forwarded-port"),
+        headers.get("x-forwarded-proto"),
     )
     return hawk.Request(
-        method=request.method,
+        method=scope["method"],
         resource=path + ("?" + query if query else ""),
         host=host,
         port=port,
-        authorization=request.headers.get("authorization"),
+        authorization=headers.get("authorization"),
         body=raw,
-        content_type=request.headers.get("content-type", ""),
+        content_type=headers.get("content-type", ""),
     )
 
 
@@ -157,12 +173,12 @@ class UncheckedScopes(Exception):
     """A handler answered without checking its route's scopes: a bug, answered as a 500."""
 
 
-async def _authenticate(services: Services, route: Route, request: Request, raw: bytes) -> authz.Caller:
+async def _authenticate(services: Services, route: Route, signed: hawk.Request) -> authz.Caller:
     if route.scopes is None:
         return authz.Caller(None, ())
     if services.skip_auth:
         return authz.Caller(static.ROOT_CLIENT_ID, ("*",), unchecked=True)
-    who = await services.authenticate(hawk_request(request, raw))
+    who = await services.authenticate(signed)
     role_set = await services.auth.role_set()
     if who is None:
         return authz.caller(None, (), role_set.expand)
@@ -216,21 +232,23 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         raw = await read_body(request, services.max_body_bytes)
         body = parse_json(raw, route)
         describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
-        who = await _authenticate(services, route, request, raw)
+        signed = hawk_request(request, raw)
+        who = await _authenticate(services, route, signed)
         if route.edge_input is not None:
             schema.validate(route.edge_input, body, where="body")
+        query = request.query_params if request.scope.get("query_string") else None
         call = Call(
             route.name,
             params,
-            dict(request.query_params),
+            {} if query is None else dict(query),
             body,
             who,
             services,
             route.scopes,
             scope_body=route.scope_body,
-            request=hawk_request(request, raw) if route.own_auth else None,
-            query_items=tuple(request.query_params.multi_items()),
-            headers=dict(request.headers),
+            request=signed if route.own_auth else None,
+            query_items=() if query is None else tuple(query.multi_items()),
+            headers=dict(request_headers(request.scope)),
         )
         if route.scopes is not None and not route.loads:
             call.authorize()
