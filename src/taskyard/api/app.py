@@ -9,14 +9,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Scope
 
@@ -37,6 +35,7 @@ from taskyard.api import (
 )
 from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
 from taskyard.api.limits import check_content_length
+from taskyard.api.router import IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
 from taskyard.api.streams import StreamAnswer
 from taskyard.auth import hawk, static
@@ -282,27 +281,6 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return render(error, NO_CALL)
 
 
-class RawPathRoute(StarletteRoute):
-    """A route matched against the path as sent (`%2F` kept), its parameters decoded afterwards.
-
-    Client and role ids hold `/`. Matched on the decoded path, `POST /clients/a%2Freset` (updateClient
-    of `a/reset`) would look like resetAccessToken of `a`; an unencoded `/` still works as one.
-    """
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        raw = scope.get("raw_path")
-        if scope["type"] != "http" or raw is None:
-            return super().matches(scope)
-        path, root = raw.decode("latin-1"), scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        match, child = super().matches({**scope, "path": path, "root_path": ""})
-        if match is not Match.NONE:
-            params = child["path_params"]
-            child["path_params"] = {k: unquote(v) if isinstance(v, str) else v for k, v in params.items()}
-        return match, child
-
-
 def routes_for(
     prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False
 ) -> list[StarletteRoute]:
@@ -355,7 +333,8 @@ def build_app(services: Services) -> Starlette:
     )
     app.state.metrics = measured
     app.state.ui = ui
-    app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
+    # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
+    app.router = IndexedRouter(routes, redirect_slashes=False)
     return app
 
 
