@@ -13,10 +13,11 @@ from typing import Any
 import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskyard.api import (
     artifacts_v1,
@@ -33,7 +34,7 @@ from taskyard.api import (
     scheduler_v1,
     shedding,
 )
-from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
+from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.api.router import IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
@@ -219,7 +220,20 @@ def _check_path(path: str, params: dict[str, str]) -> None:
     raise InvalidRequestArguments(f"{which} may not contain control characters")
 
 
-def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[Response]]:
+class Endpoint:
+    """A route's ASGI app: its `handle(request)`, answered. Called as ASGI, Starlette adds no
+    wrapper of its own: errors go straight to the app's handlers (`api/errors.py`)."""
+
+    def __init__(self, name: str, handle: Callable[[Request], Awaitable[Response]]) -> None:
+        self.__name__ = name
+        self.handle = handle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handle(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def endpoint(route: Route, services: Services) -> Endpoint:
     """The route's handler, wrapped in the checks every call gets. Errors are answered by the
     app's handlers (`api/errors.py`), which tell the call from what `describe()` was given."""
 
@@ -263,7 +277,7 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             return StreamAnswer(result)
         return json_response(result)
 
-    return handle
+    return Endpoint(route.name, handle)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -302,6 +316,17 @@ def service_tables() -> dict[str, list[Route]]:
     }
 
 
+class _App(Starlette):
+    """Starlette without its outermost `ServerErrorMiddleware`: `metrics.Timing` answers every
+    exception before the answer begins, and one after goes on to the server either way."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        app: ASGIApp = ExceptionMiddleware(self.router, handlers=self.exception_handlers, debug=self.debug)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = (
@@ -322,13 +347,12 @@ def build_app(services: Services) -> Starlette:
     routes += measured.routes()
     shed = shedding.Counts()
     measured.registry.register(shedding.CountsCollector(shed))
-    app = Starlette(
+    app = _App(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
         middleware=[
             Middleware(shedding.Shedding, limits=services.limits, counts=shed),  # first: refusing is cheap
-            Middleware(metrics.Timing, metrics=measured),
-            Middleware(UnexpectedErrors),
+            Middleware(metrics.Timing, metrics=measured),  # unexpected errors too
         ],
     )
     app.state.metrics = measured
