@@ -9,16 +9,15 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
 import orjson
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
+from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Match
 from starlette.routing import Route as StarletteRoute
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskyard.api import (
     artifacts_v1,
@@ -35,8 +34,9 @@ from taskyard.api import (
     scheduler_v1,
     shedding,
 )
-from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, UnexpectedErrors, describe, render
+from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, describe, render
 from taskyard.api.limits import check_content_length
+from taskyard.api.router import IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
 from taskyard.api.streams import StreamAnswer
 from taskyard.auth import hawk, static
@@ -91,7 +91,7 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    check_content_length(request.headers.get("content-length"), limit, "the request body")
+    check_content_length(request_headers(request.scope).get("content-length"), limit, "the request body")
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
@@ -133,23 +133,39 @@ def _depth(value: Any) -> int:
     return deepest
 
 
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by lower-case name, the first of any repeated one (as Starlette's
+    `Headers` answers them), built once per request."""
+    found: dict[str, str] = scope.get(_HEADERS_KEY) or {}
+    if not found:
+        for key, value in scope["headers"]:
+            found.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        scope[_HEADERS_KEY] = found
+    return found
+
+
+_HEADERS_KEY = "taskyard.headers"
+
+
 def hawk_request(request: Request, raw: bytes) -> hawk.Request:
-    path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
-    query = request.scope.get("query_string", b"").decode("latin-1")
+    scope, headers = request.scope, request_headers(request.scope)
+    raw_path = scope.get("raw_path")
+    path = request.url.path if raw_path is None else raw_path.decode("latin-1")
+    query = scope.get("query_string", b"").decode("latin-1")
     host, port = hawk.host_port(
-        request.headers.get("host"),
-        request.url.scheme,
-        request.headers.get("x-forwarded-port"),
-        request.headers.get("x-forwarded-proto"),
+        headers.get("host"),
+        scope.get("scheme", "http"),
+        headers.get("x-forwarded-port"),
+        headers.get("x-forwarded-proto"),
     )
     return hawk.Request(
-        method=request.method,
+        method=scope["method"],
         resource=path + ("?" + query if query else ""),
         host=host,
         port=port,
-        authorization=request.headers.get("authorization"),
+        authorization=headers.get("authorization"),
         body=raw,
-        content_type=request.headers.get("content-type", ""),
+        content_type=headers.get("content-type", ""),
     )
 
 
@@ -157,12 +173,12 @@ class UncheckedScopes(Exception):
     """A handler answered without checking its route's scopes: a bug, answered as a 500."""
 
 
-async def _authenticate(services: Services, route: Route, request: Request, raw: bytes) -> authz.Caller:
+async def _authenticate(services: Services, route: Route, signed: hawk.Request) -> authz.Caller:
     if route.scopes is None:
         return authz.Caller(None, ())
     if services.skip_auth:
         return authz.Caller(static.ROOT_CLIENT_ID, ("*",), unchecked=True)
-    who = await services.authenticate(hawk_request(request, raw))
+    who = await services.authenticate(signed)
     role_set = await services.auth.role_set()
     if who is None:
         return authz.caller(None, (), role_set.expand)
@@ -204,7 +220,20 @@ def _check_path(path: str, params: dict[str, str]) -> None:
     raise InvalidRequestArguments(f"{which} may not contain control characters")
 
 
-def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[Response]]:
+class Endpoint:
+    """A route's ASGI app: its `handle(request)`, answered. Called as ASGI, Starlette adds no
+    wrapper of its own: errors go straight to the app's handlers (`api/errors.py`)."""
+
+    def __init__(self, name: str, handle: Callable[[Request], Awaitable[Response]]) -> None:
+        self.__name__ = name
+        self.handle = handle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.handle(Request(scope, receive, send))
+        await response(scope, receive, send)
+
+
+def endpoint(route: Route, services: Services) -> Endpoint:
     """The route's handler, wrapped in the checks every call gets. Errors are answered by the
     app's handlers (`api/errors.py`), which tell the call from what `describe()` was given."""
 
@@ -216,21 +245,23 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
         raw = await read_body(request, services.max_body_bytes)
         body = parse_json(raw, route)
         describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
-        who = await _authenticate(services, route, request, raw)
+        signed = hawk_request(request, raw)
+        who = await _authenticate(services, route, signed)
         if route.edge_input is not None:
             schema.validate(route.edge_input, body, where="body")
+        query = request.query_params if request.scope.get("query_string") else None
         call = Call(
             route.name,
             params,
-            dict(request.query_params),
+            {} if query is None else dict(query),
             body,
             who,
             services,
             route.scopes,
             scope_body=route.scope_body,
-            request=hawk_request(request, raw) if route.own_auth else None,
-            query_items=tuple(request.query_params.multi_items()),
-            headers=dict(request.headers),
+            request=signed if route.own_auth else None,
+            query_items=() if query is None else tuple(query.multi_items()),
+            headers=dict(request_headers(request.scope)),
         )
         if route.scopes is not None and not route.loads:
             call.authorize()
@@ -246,7 +277,7 @@ def endpoint(route: Route, services: Services) -> Callable[[Request], Awaitable[
             return StreamAnswer(result)
         return json_response(result)
 
-    return handle
+    return Endpoint(route.name, handle)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -262,27 +293,6 @@ async def not_found(request: Request, exc: Exception) -> Response:
     except InvalidRequestArguments as invalid:
         error = invalid  # a control character kept the path from matching its route
     return render(error, NO_CALL)
-
-
-class RawPathRoute(StarletteRoute):
-    """A route matched against the path as sent (`%2F` kept), its parameters decoded afterwards.
-
-    Client and role ids hold `/`. Matched on the decoded path, `POST /clients/a%2Freset` (updateClient
-    of `a/reset`) would look like resetAccessToken of `a`; an unencoded `/` still works as one.
-    """
-
-    def matches(self, scope: Scope) -> tuple[Match, Scope]:
-        raw = scope.get("raw_path")
-        if scope["type"] != "http" or raw is None:
-            return super().matches(scope)
-        path, root = raw.decode("latin-1"), scope.get("root_path", "")
-        if root and path.startswith(root):
-            path = path[len(root) :]
-        match, child = super().matches({**scope, "path": path, "root_path": ""})
-        if match is not Match.NONE:
-            params = child["path_params"]
-            child["path_params"] = {k: unquote(v) if isinstance(v, str) else v for k, v in params.items()}
-        return match, child
 
 
 def routes_for(
@@ -306,6 +316,17 @@ def service_tables() -> dict[str, list[Route]]:
     }
 
 
+class _App(Starlette):
+    """Starlette without its outermost `ServerErrorMiddleware`: `metrics.Timing` answers every
+    exception before the answer begins, and one after goes on to the server either way."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        app: ASGIApp = ExceptionMiddleware(self.router, handlers=self.exception_handlers, debug=self.debug)
+        for cls, args, kwargs in reversed(self.user_middleware):
+            app = cls(app, *args, **kwargs)
+        return app
+
+
 def build_app(services: Services) -> Starlette:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = (
@@ -326,18 +347,18 @@ def build_app(services: Services) -> Starlette:
     routes += measured.routes()
     shed = shedding.Counts()
     measured.registry.register(shedding.CountsCollector(shed))
-    app = Starlette(
+    app = _App(
         routes=routes,
         exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
         middleware=[
             Middleware(shedding.Shedding, limits=services.limits, counts=shed),  # first: refusing is cheap
-            Middleware(metrics.Timing, metrics=measured),
-            Middleware(UnexpectedErrors),
+            Middleware(metrics.Timing, metrics=measured),  # unexpected errors too
         ],
     )
     app.state.metrics = measured
     app.state.ui = ui
-    app.router.redirect_slashes = False  # a redirect would point at a URL the Hawk signature does not cover
+    # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
+    app.router = IndexedRouter(routes, redirect_slashes=False)
     return app
 
 

@@ -4,9 +4,9 @@ wait, and a 500 with an incident id for anything unexpected.
 
 `build_app()` registers them once for the whole app: `HANDLERS` with Starlette by exception
 class (every `TaskyardError`; the router's 404 and 405 go to `app.not_found()`, which renders
-here too), and `UnexpectedErrors` as a middleware for every other exception. A route says what
-its error bodies' `requestInfo` tells of the call by calling `describe()` with a `CallInfo`
-before it does anything that may fail.
+here too), and `answer_unexpected()` for every other exception (the middleware `metrics.Timing`
+calls it). A route says what its error bodies' `requestInfo` tells of the call by calling
+`describe()` with a `CallInfo` before it does anything that may fail.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.types import ASGIApp, ExceptionHandler, Message, Receive, Scope, Send
+from starlette.types import ExceptionHandler, Receive, Scope, Send
 
 from taskyard.model import dates, slugid
 from taskyard.model.errors import TaskyardError
@@ -101,32 +101,13 @@ HANDLERS: dict[Any, ExceptionHandler] = {TaskyardError: _taskyard_error}
 """Starlette's exception handlers, by class: every `TaskyardError` a route raises."""
 
 
-class UnexpectedErrors:
-    """ASGI middleware: any other exception is a bug. It is logged once, with its traceback and a
-    new incident id, and answered 500 with that id. Nothing is raised on to the server, which
-    would log it a second time. An exception after the answer began (a live-log stream) can't be
-    answered: it goes on to the server, which logs it and closes the connection."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def watched(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, watched)
-        except Exception:
-            if started:
-                raise
-            incident = slugid.nice()
-            request = Request(scope)
-            log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
-            await render_incident(incident, _described(scope))(scope, receive, send)
+async def answer_unexpected(scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer an exception that is no `TaskyardError`, a bug, before the answer began: log it once,
+    with its traceback and a new incident id, and answer 500 with that id. Nothing is raised on to
+    the server, which would log it a second time. `metrics.Timing` calls it, around the whole app;
+    an exception after the answer began (a live-log stream) can't be answered: it goes on to the
+    server, which logs it and closes the connection."""
+    incident = slugid.nice()
+    request = Request(scope)
+    log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
+    await render_incident(incident, _described(scope))(scope, receive, send)

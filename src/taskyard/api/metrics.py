@@ -27,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from taskyard.api import errors
 from taskyard.events.feed import EventFeed
 from taskyard.model import dates
 from taskyard.queue import service
@@ -174,7 +175,9 @@ class Metrics:
 
 
 class Timing:
-    """ASGI middleware: every HTTP request's time to its answer's end, in the latency histogram.
+    """ASGI middleware: every HTTP request's time to its answer's end, in the latency histogram;
+    and any exception that is no `TaskyardError` answered as an incident (`errors.answer_unexpected`),
+    in the same layer and with the same watch on the answer, which is timed too.
 
     Labelled by the route's template (`/api/queue/v1/task/{taskId}`), never the raw path, so the
     label set stays bounded; requests no route matched are `unmatched`.
@@ -188,7 +191,7 @@ class Timing:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started, status = time.perf_counter(), 500
+        started, status = time.perf_counter(), 0  # 0: the answer has not begun
 
         async def timed(message: Message) -> None:
             nonlocal status
@@ -198,8 +201,12 @@ class Timing:
 
         try:
             await self.app(scope, receive, timed)
+        except Exception:
+            if status:  # the answer had begun (a live-log stream): the server logs it, closes the connection
+                raise
+            await errors.answer_unexpected(scope, receive, timed)
         finally:
             route = scope.get("route")
             template = getattr(route, "path", None) or "unmatched"
-            labels = (template, scope["method"], f"{status // 100}xx")
+            labels = (template, scope["method"], f"{(status or 500) // 100}xx")
             self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)

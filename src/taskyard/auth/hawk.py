@@ -104,6 +104,7 @@ class _Context:
     expand: Expand
     check_payload: bool = True
     seen: SeenRequests | None = None
+    verified: VerifiedCredentials | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,44 @@ class _Credentials:
     scopes: tuple[str, ...]
     expires_ms: int | None
     authorized_scopes: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class _Verified:
+    client: ClientSecret  # the issuing client's record, as the lookup answered it
+    expand: Expand
+    satisfies: Satisfies
+    creds: _Credentials
+    certificate_expiry: float | None  # None: the ext carries no certificate
+
+
+class VerifiedCredentials:
+    """Credentials already built from an `ext` (certificate checks and signature, derived key,
+    authorizedScopes), by (id, ext text), so a worker's temporary credentials are checked once.
+
+    An entry is used only while the lookup answers the very same client record and the role
+    expansion is the very same: a change to clients or roles makes the owner load new ones (and
+    `clear()` this), so the checks run again. The client's own checks (unknown, disabled,
+    expired) and the certificate's expiry are made again on every request.
+    """
+
+    def __init__(self, limit: int = 10_000) -> None:
+        self.limit = limit
+        self._entries: dict[tuple[str, str], _Verified] = {}
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _get(self, name: str, ext: str) -> _Verified | None:
+        return self._entries.get((name, ext))
+
+    def _keep(self, name: str, ext: str, entry: _Verified) -> None:
+        if len(self._entries) >= self.limit:
+            self._entries.clear()
+        self._entries[(name, ext)] = entry
 
 
 @dataclass(frozen=True)
@@ -198,6 +237,7 @@ async def authenticate(
     expand: Expand = _no_roles,
     check_payload: bool = True,
     seen: SeenRequests | None = None,
+    verified: VerifiedCredentials | None = None,
 ) -> Authenticated | None:
     """Check the request's Hawk header or bewit; None if it carries neither.
 
@@ -205,9 +245,10 @@ async def authenticate(
     expansion seam (identity by default); `satisfies` decides scope satisfaction. Without
     `check_payload` the header's payload hash is left to the caller (`Authenticated.payload_hash`),
     as authenticateHawk does for the services that call it. With `seen`, a header accepted before
-    is refused as a replay (`auth/nonces.py`).
+    is refused as a replay (`auth/nonces.py`). With `verified`, credentials built from an `ext`
+    are kept there and reused while the client and roles stay the same (`VerifiedCredentials`).
     """
-    ctx = _Context(lookup, now_ms, satisfies, expand, check_payload, seen)
+    ctx = _Context(lookup, now_ms, satisfies, expand, check_payload, seen, verified)
     has_bewit = _HAS_BEWIT_RE.match(req.resource) is not None
     if req.authorization and has_bewit:
         raise AuthenticationFailed(
@@ -411,17 +452,38 @@ def _equal(expected: str, given: str) -> bool:
 
 
 async def _load_credentials(name: str, ext_value: str, ctx: _Context) -> _Credentials:
+    cache = ctx.verified if ext_value else None
+    if cache is not None:
+        known = cache._get(name, ext_value)
+        if known is not None:
+            client = await _load_client(known.client.client_id, ctx)  # refused as before if it is
+            if _still_valid(known, client, ctx):
+                return known.creds
     ext = _parse_ext(ext_value) if ext_value else _Ext()
     issuer = _issuer_of(ext.certificate, name)
     client = await _load_client(issuer, ctx)
     creds = _Credentials(name, client.access_token, client.scopes, client.expires_ms)
+    expiry = None
     if _truthy(ext.certificate):
         # seam: the issuer's scopes are role-expanded before the certificate is checked against them
         held = tuple(ctx.expand(client.scopes))
-        creds = _apply_certificate(creds, ext.certificate, issuer, held, ctx)
+        creds, expiry = _apply_certificate(creds, ext.certificate, issuer, held, ctx)
     if _truthy(ext.authorized_scopes):
         creds = _apply_authorized_scopes(creds, ext.authorized_scopes, ctx)
+    if cache is not None:
+        cache._keep(name, ext_value, _Verified(client, ctx.expand, ctx.satisfies, creds, expiry))
     return creds
+
+
+def _still_valid(known: _Verified, client: ClientSecret, ctx: _Context) -> bool:
+    """Whether credentials checked before still stand: the same client record and roles (bound
+    methods compare their object by identity), and a certificate not expired since."""
+    return (
+        client is known.client
+        and ctx.expand == known.expand
+        and ctx.satisfies is known.satisfies
+        and (known.certificate_expiry is None or known.certificate_expiry >= ctx.now_ms - CERTIFICATE_SKEW_MS)
+    )
 
 
 async def _load_client(client_id: str, ctx: _Context) -> ClientSecret:
@@ -476,8 +538,9 @@ def _issuer_of(cert: Any, name: str) -> str:
 
 def _apply_certificate(
     creds: _Credentials, raw: Any, issuer: str, held: tuple[str, ...], ctx: _Context
-) -> _Credentials:
-    """TaskCluster's certificate checks 1-14, then the temporary key, expiry and scopes."""
+) -> tuple[_Credentials, float]:
+    """TaskCluster's certificate checks 1-14, then the temporary key, expiry and scopes; and the
+    certificate's expiry."""
     cert = _parse_certificate(raw)
     _check_certificate_time(cert, ctx.now_ms)
     _check_issuer_rights(cert, creds.client_id, issuer, held, ctx.satisfies)
@@ -488,9 +551,10 @@ def _apply_certificate(
         wrong_name = ", or wrong clientId provided" if _truthy(cert.issuer) else ""
         raise AuthenticationFailed(f"ext.certificate.signature is not valid{wrong_name}")
     expires = int(cert.expiry) if creds.expires_ms is None else min(creds.expires_ms, int(cert.expiry))
-    return replace(
+    derived = replace(
         creds, key=derive_access_token(creds.key, cert.seed), scopes=cert.scopes, expires_ms=expires
     )
+    return derived, cert.expiry
 
 
 def _parse_certificate(raw: Any) -> _Certificate:

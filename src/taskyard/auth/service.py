@@ -2,10 +2,12 @@
 
 Clients and roles live in the database, beside the queue's tables; `clients.py` and `roles.py`
 change them, each change inside `Auth.change()`. Every process keeps the role set and the client
-secrets it has looked up in memory. A change bumps the one-row `auth_generation` counter in its
-own transaction and notifies `auth_changed` when it commits: this process drops its caches at
-once, other processes when the notification reaches them and, should one be lost (SQLite has no
-notifications between processes), when they re-read the counter, at most every few seconds.
+secrets it has looked up in memory, and the temporary credentials it has checked (each used only
+while its issuer's record and the role set are the very ones it was checked with). A change
+bumps the one-row `auth_generation` counter in its own transaction and notifies `auth_changed`
+when it commits: this process drops its caches at once, other processes when the notification
+reaches them and, should one be lost (SQLite has no notifications between processes), when they
+re-read the counter, at most every few seconds.
 
 Access tokens are never stored. A client's token is derived from the deployment's secret key and
 the client's random `token_salt`; a new salt (resetAccessToken) revokes the old token.
@@ -93,6 +95,7 @@ class Auth:
         self._checked = 0.0
         self._role_set: RoleSet | None = None
         self._clients: dict[str, _CachedClient] = {}
+        self.verified = hawk.VerifiedCredentials(MAX_CACHED_CLIENTS)  # temporary credentials checked
         self._loading = asyncio.Lock()
 
     def __repr__(self) -> str:
@@ -156,6 +159,7 @@ class Auth:
             expand=role_set.expand,
             check_payload=check_payload,
             seen=self.seen_requests,
+            verified=self.verified,
         )
 
     # -------------------------------------------------------------------------------------------
@@ -176,6 +180,7 @@ class Auth:
         self._generation = None
         self._role_set = None
         self._clients.clear()
+        self.verified.clear()
 
     def _on_notification(self, _payload: str | None) -> None:
         self.invalidate()  # None (notifications may have been lost) too: something may have changed

@@ -1,0 +1,74 @@
+"""The indexed router picks the route Starlette's scan of every route picks, for every path."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+from urllib.parse import unquote
+
+from starlette.routing import BaseRoute, Match, Mount, Route
+
+from taskyard.api.app import Services, build_app
+from taskyard.api.router import IndexedRouter
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
+PIECES = ("api", "queue", "auth", "v1", "task", "clients", "roles", "a%2Fb", "a/b", "x", "", "tasks", "ping")
+
+
+def scan(routes: list[BaseRoute], scope: dict[str, Any]) -> tuple[BaseRoute, dict[str, Any]] | None:
+    """Starlette's own choice: the first full match in order, else the first partial one."""
+    partial = None
+    for route in routes:
+        match, child = route.matches(scope)
+        if match is Match.FULL:
+            return route, child
+        if match is Match.PARTIAL and partial is None:
+            partial = route, child
+    return partial
+
+
+def scope_for(method: str, raw: str, root: str = "") -> dict[str, Any]:
+    return {
+        "type": "http",
+        "method": method,
+        "path": root + unquote(raw),
+        "raw_path": (root + raw).encode("latin-1"),
+        "root_path": root,
+        "query_string": b"",
+        "headers": [],
+    }
+
+
+def paths_of(routes: list[BaseRoute], rng: random.Random) -> list[str]:
+    """Every route's path with its parameters filled in several ways, and random ones."""
+    found = []
+    for route in routes:
+        template = getattr(route, "path", "/")
+        for value in ("abc", "a%2Fb", "a/b", "", "reset", "x y"):
+            found.append(template.replace("{", "<").replace("}", ">").split("<")[0] + value)
+            filled, parts = [], template.split("{")
+            for part in parts[1:]:
+                filled.append(value + part.split("}", 1)[-1])
+            found.append(parts[0] + "".join(filled))
+    found += ["/" + "/".join(rng.choice(PIECES) for _ in range(rng.randint(0, 7))) for _ in range(800)]
+    return found
+
+
+async def test_the_index_picks_what_the_scan_picks(services: Services) -> None:
+    app = build_app(services)
+    router = app.router
+    assert isinstance(router, IndexedRouter)
+    router.routes.append(Route("/api/hooks/v1/hooks/{hookId}", lambda r: None, methods=["PUT"]))
+    router.routes.append(Mount("", routes=[Route("/mounted/{x}", lambda r: None)]))
+    rng = random.Random(7)
+    checked = 0
+    for raw in paths_of(router.routes, rng):
+        for root in ("", "/prefix"):
+            for method in METHODS:
+                scope = scope_for(method, raw, root)
+                expected = scan(router.routes, scope)
+                got = router.find(scope)
+                assert (got and got[0]) is (expected and expected[0]), (method, root, raw)
+                assert (got and got[1]) == (expected and expected[1]), (method, root, raw)
+                checked += 1
+    assert checked > 5_000
