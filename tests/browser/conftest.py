@@ -18,6 +18,7 @@ import taskcluster
 
 from tests.conftest import IN_CI
 from tests.e2e.conftest import Server, start_server
+from tests.ui.conftest import PUBLIC_READS
 
 CHROMIUM = Path(os.environ.get("TASKYARD_CHROMIUM", "/usr/bin/chromium"))
 SERIOUS = {"serious", "critical"}
@@ -50,8 +51,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     no asyncio here: Playwright's sync API holds the thread's event loop)."""
     data = tmp_path_factory.mktemp("site")
     running = start_server(f"sqlite:///{data / 'taskyard.sqlite3'}", data, name="site")
+    make_reads_public(running)
     yield running
     running.stop()
+
+
+def make_reads_public(server: Server) -> None:
+    """The site's web UI made public: its anonymous role grants the queue's read scopes (as
+    docs/ui.md tells an operator to)."""
+    description = "anyone may read the queue through the web UI"
+    server.auth_client().updateRole("anonymous", {"description": description, "scopes": PUBLIC_READS})
 
 
 @pytest.fixture

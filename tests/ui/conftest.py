@@ -1,5 +1,9 @@
 """In-process tests of the web UI: the app of tests/api (both databases) over httpx, driven as a
-browser drives it: pages fetched, forms posted with their hidden fields, cookies kept per browser."""
+browser drives it: pages fetched, forms posted with their hidden fields, cookies kept per browser.
+
+Pages need the API's read scopes. The deployment of these tests makes the UI public: its anonymous
+role grants `PUBLIC_READS` (as docs/ui.md tells an operator to), so a test reads pages without
+signing in; a module with `DEFAULT_ANONYMOUS = True` keeps a new deployment's anonymous role."""
 
 from __future__ import annotations
 
@@ -13,11 +17,50 @@ from typing import Any
 import httpx
 import pytest
 
-from taskyard.api.app import build_app
+from taskyard.api.app import Services, build_app
 from taskyard.ui import sessions
-from tests.api.conftest import BASE, ROOT, Api, Credentials, api, live_log_urls, services
+from tests.api.conftest import BASE, ROOT, Api, Credentials, live_log_urls, services
+from tests.conftest import FakeClock
 
-__all__ = ["api", "live_log_urls", "services"]  # the tests/api fixtures these tests use
+__all__ = ["live_log_urls", "services"]  # the tests/api fixtures these tests use
+
+# What the anonymous role grants in a deployment whose web UI is public: public artifacts, and the
+# scopes of the queue's reads that the pages make.
+PUBLIC_READS = [
+    "queue:get-artifact:public/*",
+    "queue:get-task:*",
+    "queue:status:*",
+    "queue:list-task-group:*",
+    "queue:list-dependent-tasks:*",
+    "queue:list-task-queues",
+    "queue:get-task-queue:*",
+    "queue:pending-count:*",
+    "queue:claimed-count:*",
+    "queue:pending-list:*",
+    "queue:claimed-list:*",
+    "queue:list-workers:*",
+    "queue:get-worker:*",
+]
+
+
+@pytest.fixture
+async def api(services: Services, clock: FakeClock, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
+    """The API of tests/api, its anonymous role granting `PUBLIC_READS` (unless the module says
+    `DEFAULT_ANONYMOUS = True`)."""
+    transport = httpx.ASGITransport(app=build_app(services), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        made = Api(client, services, clock)
+        if not getattr(request.module, "DEFAULT_ANONYMOUS", False):
+            await make_reads_public(made)
+        yield made
+
+
+async def make_reads_public(api: Api) -> None:
+    """The anonymous role updated through the auth API to grant `PUBLIC_READS`."""
+    body = {"description": "anyone may read the queue through the web UI", "scopes": PUBLIC_READS}
+    updated = await api.call("POST", "/roles/anonymous", body, prefix="/api/auth/v1")
+    assert updated.status_code == 200, updated.text
+
 
 _HIDDEN = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 

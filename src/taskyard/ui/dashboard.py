@@ -11,6 +11,10 @@ seen. Its reads are a fixed number of bounded queries, whatever the deployment h
   the counts are lower bounds, and the page says so;
 - recent groups are those of the newest `TASKS_LOOKED_AT` tasks by creation, and of the events
   just read (a task or group event changes its group), the latest `RECENT_GROUPS` of them.
+
+It shows only what the viewer may read through the API: the queues with `listTaskQueues`'
+scopes, and each recent group with `listTaskGroup`'s for that group (the others are counted as
+hidden). The viewer's scopes are checked in memory, once a request.
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from taskyard.api import metrics
+from taskyard.api.authz import Caller
 from taskyard.model import dates, identifiers
 from taskyard.model.messages import EXCHANGES
 from taskyard.storage.port import Row, Session
+from taskyard.ui import access
 from taskyard.ui.render import UI, view
 
 RECENT_GROUPS = 20
@@ -86,10 +92,14 @@ class Overview:
     queues: list[QueueLine]
     groups: list[GroupLine]
     claims_capped: bool
+    queues_shown: bool = True  # False: the viewer may not list the task queues
+    groups_hidden: int = 0  # recent groups the viewer may not list
 
     @property
     def no_tasks(self) -> bool:
         """No task at all (a queue may be known already: a worker asked it for work)."""
+        if not self.queues_shown or self.groups_hidden:
+            return False  # the viewer may not know
         return not self.groups and not any(q.pending or q.claimed for q in self.queues)
 
 
@@ -147,19 +157,34 @@ async def recent_groups(session: Session, changed: dict[str, int]) -> list[Group
     return [GroupLine(g, latest[g], states[g]) for g in chosen if states[g]]
 
 
-async def overview(ui: UI) -> Overview:
+async def overview(ui: UI, who: Caller) -> Overview:
+    """What the dashboard shows `who`: the queues if it may list them, the groups it may list."""
     now = ui.now()
+    queues_shown = access.check(who, "listTaskQueues", {}) is None
     async with ui.services.queue.storage.reader() as session:
-        lines = await queue_lines(ui, session, now)
+        lines = await queue_lines(ui, session, now) if queues_shown else {}
         recent = recent_events(await session.fetch("ui_dashboard_recent_events", EVENTS_LOOKED_AT), now)
-        for task_queue_id, count in recent.claims.items():
-            lines.setdefault(task_queue_id, QueueLine(task_queue_id)).claims = count
+        if queues_shown:
+            for task_queue_id, count in recent.claims.items():
+                lines.setdefault(task_queue_id, QueueLine(task_queue_id)).claims = count
         groups = await recent_groups(session, recent.groups)
-    return Overview([lines[k] for k in sorted(lines)], groups, recent.capped)
+    shown = [
+        g for g in groups if access.check(who, "listTaskGroup", {"taskGroupId": g.task_group_id}) is None
+    ]
+    queues = [lines[k] for k in sorted(lines)]
+    return Overview(queues, shown, recent.capped, queues_shown, len(groups) - len(shown))
 
 
 async def dashboard(ui: UI, request: Request) -> Response:
-    return await ui.page(request, "dashboard.html", overview=await overview(ui), states=STATES)
+    who = await access.viewer(ui, request)
+    return await ui.page(
+        request,
+        "dashboard.html",
+        overview=await overview(ui, who),
+        states=STATES,
+        queues_need=access.needs("listTaskQueues", {}),
+        group_needs=access.needs("listTaskGroup", {"taskGroupId": "<taskGroupId>"}),
+    )
 
 
 async def find(ui: UI, request: Request) -> Response:

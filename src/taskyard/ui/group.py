@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from taskyard.queue import groups
-from taskyard.ui import graph_layout, group_rows, group_svg, live
+from taskyard.ui import access, graph_layout, group_rows, group_svg, live
 from taskyard.ui.render import view
 
 TYPE_CHECKING = False
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 
 async def group_page(ui: UI, request: Request) -> Response:
-    task_group_id = request.path_params["taskGroupId"]
+    task_group_id = await readable(ui, request)
     keep = group_rows.Filter.parse(request.query_params)
     follow = live.group_url(ui, task_group_id)  # before reading: the stream replays what follows
     group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
@@ -50,6 +50,14 @@ async def group_page(ui: UI, request: Request) -> Response:
     )
 
 
+async def readable(ui: UI, request: Request) -> str:
+    """The page's taskGroupId (400 if it is not one), if the viewer may list the group as the API's
+    listTaskGroup would; else the refusal."""
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
+    await access.require(ui, request, "listTaskGroup", {"taskGroupId": task_group_id})
+    return task_group_id
+
+
 def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str, str]:
     """The links to the previous and next page of the table (none where there is none)."""
     found = {}
@@ -63,14 +71,14 @@ def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str,
 
 async def rows_json(ui: UI, request: Request) -> Response:
     """Every task of the group as the page's script filters them: `{taskGroupId, rows}`."""
-    task_group_id = request.path_params["taskGroupId"]
+    task_group_id = await readable(ui, request)
     group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
     body = {"taskGroupId": group["taskGroupId"], "rows": group_rows.json_rows(rows, ui.now())}
     return Response(orjson.dumps(body), 200, {"cache-control": "no-store"}, "application/json")
 
 
 async def graph_page(ui: UI, request: Request) -> Response:
-    task_group_id = request.path_params["taskGroupId"]
+    task_group_id = await readable(ui, request)
     group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_graph")
     drawing, picture = group_svg.graph_svg(rows, task_group_id, graph_layout.THRESHOLD)
     return await ui.page(

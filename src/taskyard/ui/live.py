@@ -33,7 +33,7 @@ from taskyard.events.feed import Binding, Dropped, EventFeed, Follower, Item, Mi
 from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX
 from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound, TaskyardError
 from taskyard.queue import groups, tasks
-from taskyard.ui import formats, group_rows
+from taskyard.ui import access, formats, group_rows
 from taskyard.ui.graph_layout import STATES
 from taskyard.ui.render import view
 
@@ -239,8 +239,9 @@ def _answer(ui: UI, feed: EventFeed, request: Request, found: list[Binding], ext
 
 
 async def group_stream(ui: UI, request: Request) -> Response:
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
+    await access.require(ui, request, "listTaskGroup", {"taskGroupId": task_group_id})
     feed = _feed(ui)
-    task_group_id = request.path_params["taskGroupId"]
     await groups.get_task_group(ui.services.queue, task_group_id)  # 400 for a bad id, 404 unknown
     start_from(request)  # a bad `after` is refused before the stream starts
     found = bindings(feed, ("*",) * 7 + (task_group_id,))
@@ -248,8 +249,10 @@ async def group_stream(ui: UI, request: Request) -> Response:
 
 
 async def task_stream(ui: UI, request: Request) -> Response:
+    task_id = tasks.check_task_id(request.path_params["taskId"])
+    await access.require(ui, request, "task", {"taskId": task_id})
+    await access.require(ui, request, "status", {"taskId": task_id})
     feed = _feed(ui)
-    task_id = request.path_params["taskId"]
     await tasks.status(ui.services.queue, task_id)  # 400 for a bad id, 404 unknown
     start_from(request)
     return _answer(ui, feed, request, bindings(feed, (task_id,), artifacts=True), Extras())

@@ -106,6 +106,8 @@ def view(handler: Handler) -> Callable[[UI], Callable[[Request], Awaitable[Respo
         async def endpoint(request: Request) -> Response:
             try:
                 return await handler(ui, request)
+            except ReadRefused as exc:
+                return await refused_read(ui, request, exc)
             except TaskyardError as exc:
                 status = exc.status
                 return await ui.error(request, status, TITLES.get(status, "Refused"), exc.message)
@@ -113,6 +115,33 @@ def view(handler: Handler) -> Callable[[UI], Callable[[Request], Awaitable[Respo
         return endpoint
 
     return bind
+
+
+class ReadRefused(TaskyardError):
+    """The viewer lacks the scopes the API asks for this read (`ui/access.py` raises it)."""
+
+    code = "InsufficientScopes"
+    status = 403
+
+    def __init__(self, message: str, anonymous: bool) -> None:
+        super().__init__(message)
+        self.anonymous = anonymous
+
+
+async def refused_read(ui: UI, request: Request, exc: ReadRefused) -> HTMLResponse:
+    """The refusal page: 401 with a "Sign in" link for an anonymous viewer, else 403; both name
+    the scopes the read needs."""
+    here = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return await ui.page(
+        request,
+        "refused.html",
+        401 if exc.anonymous else 403,
+        title="Not signed in" if exc.anonymous else "Not allowed",
+        message=exc.message,
+        signin_next=here,
+        signin_purpose="to see this page",
+        back="/",
+    )
 
 
 TITLES = {400: "Bad request", 401: "Not signed in", 403: "Not allowed", 404: "Not found", 409: "Conflict"}

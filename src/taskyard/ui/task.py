@@ -1,10 +1,11 @@
 """The task page: `/tasks/{taskId}`, a task's definition, status, runs, artifacts, relations and log.
 
 Everything a task holds was written by whoever created it, so the page only ever shows it through
-the templates' escaping (and the log through `ui/ansi.py`). Reading needs no sign-in: the page shows
-what any caller of the API may read, and the log and artifacts as an anonymous reader may fetch
-them. `/tasks/{taskId}/status` answers the task's status as JSON (the status the page shows),
-which `static/task.js` polls to update the page while the task is unresolved.
+the templates' escaping (and the log through `ui/ansi.py`). The page needs the scopes the API's
+`task` and `status` need (its dependents are listed only with `listDependentTasks`'), and shows the
+log and artifacts as an anonymous reader may fetch them. `/tasks/{taskId}/status` answers the
+task's status as JSON (the status the page shows, to the same viewers), which `static/task.js`
+polls to update the page while the task is unresolved.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from taskyard.model.runs import TaskRecord
 from taskyard.model.status import RunStatus
 from taskyard.queue import inspect, service, tasks
 from taskyard.queue.tasks import check_task_id
-from taskyard.ui import sessions, task_log
+from taskyard.ui import access, sessions, task_log
 from taskyard.ui.render import SECURITY_HEADERS, UI, view
 
 UNRESOLVED = ("unscheduled", "pending", "running")
@@ -157,7 +158,11 @@ async def _dependencies(ui: UI, rec: TaskRecord) -> list[dict[str, Any]]:
     return [found.get(i, {"taskId": i, "name": "", "state": "gone"}) for i in ids]
 
 
-async def _dependents(ui: UI, task_id: str) -> tuple[list[dict[str, Any]], bool]:
+async def _dependents(ui: UI, request: Request, task_id: str) -> tuple[list[dict[str, Any]], bool] | None:
+    """The first dependents with their states, and whether there are more; None: the viewer may not
+    list them."""
+    if not await access.allowed(ui, request, "listDependentTasks", {"taskId": task_id}):
+        return None
     answer = await inspect.list_dependents(ui.services.queue, task_id, paging.Query(limit=SHOWN_RELATIONS))
     found = [
         {
@@ -192,6 +197,7 @@ def definition_texts(definition: Any) -> tuple[str, str]:
 async def task_page(ui: UI, request: Request) -> Response:
     q = ui.services.queue
     task_id = check_task_id(request.path_params["taskId"])
+    await readable(ui, request, task_id)
     rec = await service.load(q, task_id)
     status, definition = rec.status(), service.definition_of(rec)
     run_id = _chosen_run(request, status["runs"])
@@ -201,7 +207,8 @@ async def task_page(ui: UI, request: Request) -> Response:
         run_state = status["runs"][run_id]["state"]
         log = await task_log.read(q, task_id, run_id, run_state, task_log.log_name(definition), guard)
     by_run, more_artifacts = await _artifacts(ui, task_id, held)
-    dependents, more_dependents = await _dependents(ui, task_id)
+    listed = await _dependents(ui, request, task_id)
+    dependents, more_dependents = listed if listed is not None else ([], False)
     as_yaml, as_json = definition_texts(definition)
     runs = [_run_view(r, ui.now()) for r in status["runs"]]
     return await ui.page(
@@ -221,6 +228,8 @@ async def task_page(ui: UI, request: Request) -> Response:
         dependencies=await _dependencies(ui, rec),
         dependency_count=len(definition.get("dependencies", [])),
         dependents=dependents,
+        dependents_shown=listed is not None,
+        dependents_need=access.needs("listDependentTasks", {"taskId": task_id}),
         more_dependents=more_dependents,
         source_link=_source_link(definition["metadata"]["source"]),
         definition_yaml=as_yaml,
@@ -230,14 +239,21 @@ async def task_page(ui: UI, request: Request) -> Response:
     )
 
 
+async def readable(ui: UI, request: Request, task_id: str) -> None:
+    """Refuse a viewer who could not read the task's definition and status through the API."""
+    await access.require(ui, request, "task", {"taskId": task_id})
+    await access.require(ui, request, "status", {"taskId": task_id})
+
+
 def signature(state: str, run_states: list[str]) -> str:
     """What task.js compares to know the page is out of date: the state and every run's."""
     return f"{state}:{','.join(run_states)}"
 
 
 async def task_status(ui: UI, request: Request) -> Response:
-    """The task's status as JSON, for the page's script (the page shows it to anyone anyway)."""
+    """The task's status as JSON, for the page's script (to whoever may read the page)."""
     task_id = check_task_id(request.path_params["taskId"])
+    await readable(ui, request, task_id)
     rec = await service.load(ui.services.queue, task_id)
     return JSONResponse({"status": rec.status()}, headers=SECURITY_HEADERS)
 

@@ -4,6 +4,11 @@ Workers are the queue's worker records (`queue/workers.py`): a worker is recorde
 (or declares itself), with its first claim, when it was last active, its latest tasks and any
 quarantine. A queue's page adds its pending and claimed counts, what each worker runs now (the
 queue's running tasks, by the worker their run names) and its first pending tasks.
+
+Each page needs the scopes of the API's reads of the same things: `/workers` those of
+`listTaskQueues` (a queue's workers are listed with `listWorkers`' for it), a queue's page those of
+`getTaskQueue`, `taskQueueCounts` and `listWorkers` (its pending tasks are listed with
+`listPendingTasks`', what its workers run with `listClaimedTasks`').
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from taskyard.model.errors import ResourceNotFound
 from taskyard.queue import inspect
 from taskyard.queue import workers as queue_workers
 from taskyard.storage.port import Row
-from taskyard.ui import dashboard
+from taskyard.ui import access, dashboard
 from taskyard.ui.render import UI, view
 
 MAX_WORKERS = 1_000  # workers listed on a page
@@ -75,6 +80,8 @@ def worker_line(row: Row, now: int) -> WorkerLine:
 
 async def workers_page(ui: UI, request: Request) -> Response:
     """Every task queue (as the dashboard lists them) with its workers."""
+    await access.require(ui, request, "listTaskQueues", {})
+    who = await access.viewer(ui, request)
     now = ui.now()
     async with ui.services.queue.storage.reader() as session:
         lines = await dashboard.queue_lines(ui, session, now)
@@ -84,11 +91,15 @@ async def workers_page(ui: UI, request: Request) -> Response:
         by_queue[row["task_queue_id"]].append(worker_line(row, now))
         lines.setdefault(row["task_queue_id"], dashboard.QueueLine(row["task_queue_id"]))
     queues = [lines[k] for k in sorted(lines)]
+    hidden = {
+        q.task_queue_id for q in queues if access.check(who, "listWorkers", _queue_params(q.task_queue_id))
+    }
     return await ui.page(
         request,
         "workers.html",
         queues=queues,
-        workers=by_queue,
+        workers={k: v for k, v in by_queue.items() if k not in hidden},
+        workers_hidden={k: access.needs("listWorkers", _queue_params(k)) for k in hidden},
         capped=len(rows) > MAX_WORKERS,
         max_workers=MAX_WORKERS,
     )
@@ -98,18 +109,26 @@ async def queue_page(ui: UI, request: Request) -> Response:
     """One task queue: counts, workers with what they run, its first pending tasks."""
     task_queue_id = queue_workers.check_task_queue_id(request.path_params["taskQueueId"])
     q, now = ui.services.queue, ui.now()
+    params = _queue_params(task_queue_id)
+    for name in ("getTaskQueue", "taskQueueCounts", "listWorkers"):
+        await access.require(ui, request, name, params)
     counts = await inspect.counts(q, task_queue_id)
     try:
         known = await queue_workers.get_task_queue(q, task_queue_id)
     except ResourceNotFound:
         known = None
-    pending = await inspect.list_pending(q, task_queue_id, paging.Query(PENDING_SHOWN))
-    claimed = await inspect.list_claimed(q, task_queue_id, paging.Query(RUNNING_LOOKED_AT))
+    pending_shown = await access.allowed(ui, request, "listPendingTasks", params)
+    pending = (
+        await inspect.list_pending(q, task_queue_id, paging.Query(PENDING_SHOWN)) if pending_shown else None
+    )
+    claimed = []
+    if await access.allowed(ui, request, "listClaimedTasks", params):
+        claimed = (await inspect.list_claimed(q, task_queue_id, paging.Query(RUNNING_LOOKED_AT)))["tasks"]
     async with q.storage.reader() as session:
         rows = await session.fetch("list_workers", task_queue_id, now, "", "", MAX_WORKERS + 1)
     lines = [worker_line(row, now) for row in rows[:MAX_WORKERS]]
     running: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
-    for task in claimed["tasks"]:
+    for task in claimed:
         running[(task["workerGroup"], task["workerId"])].append((task["taskId"], task["runId"]))
     for line in lines:
         line.running = running.get((line.worker_group, line.worker_id), [])
@@ -121,12 +140,20 @@ async def queue_page(ui: UI, request: Request) -> Response:
         worker_type=task_queue_id.split("/", 1)[1],
         known=known,
         counts=counts,
-        pending=pending["tasks"],
-        more_pending=counts["pendingTasks"] > len(pending["tasks"]),
+        pending_shown=pending is not None,
+        pending_need=access.needs("listPendingTasks", params),
+        pending=pending["tasks"] if pending is not None else [],
+        more_pending=pending is not None and counts["pendingTasks"] > len(pending["tasks"]),
         workers=lines,
         capped=len(rows) > MAX_WORKERS,
         max_workers=MAX_WORKERS,
     )
+
+
+def _queue_params(task_queue_id: str) -> dict[str, str]:
+    """A queue's id and its halves, as the API's routes name them."""
+    provisioner_id, _, worker_type = task_queue_id.partition("/")
+    return {"taskQueueId": task_queue_id, "provisionerId": provisioner_id, "workerType": worker_type}
 
 
 def routes(ui: UI) -> list[BaseRoute]:

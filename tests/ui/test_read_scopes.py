@@ -1,0 +1,137 @@
+"""Pages need the API's read scopes: with a new deployment's anonymous role (public artifacts only),
+a viewer sees what the API would answer it, and nothing more."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import httpx
+import slugid
+
+from tests.api.conftest import TASK_QUEUE_ID, Api
+from tests.ui.conftest import Browser, new_client
+from tests.ui.test_dashboard import claim
+
+DEFAULT_ANONYMOUS = True  # the anonymous role grants `queue:get-artifact:public/*` alone
+
+SECRET = "s3cret-in-the-payload"
+
+
+async def a_task(api: Api) -> tuple[str, str]:
+    """A task (with a secret in its payload) in a group of its own: its taskId and taskGroupId."""
+    group = slugid.nice()
+    task_id, _ = await api.create_task(taskGroupId=group, payload={"env": {"TOKEN": SECRET}})
+    return task_id, group
+
+
+def task_paths(task_id: str, group: str) -> list[str]:
+    return [f"/tasks/{task_id}", f"/tasks/{task_id}/status", f"/ui/live/tasks/{task_id}"]
+
+
+def group_paths(group: str) -> list[str]:
+    return [f"/groups/{group}", f"/groups/{group}/graph", f"/groups/{group}/rows", f"/ui/live/groups/{group}"]
+
+
+def assert_refused(answer: httpx.Response, status: int, *scopes: str) -> None:
+    assert answer.status_code == status, answer.text
+    assert SECRET not in answer.text
+    for scope in scopes:
+        assert html.escape(scope) in answer.text, scope
+
+
+async def test_an_anonymous_viewer_is_asked_to_sign_in_for_a_task_and_its_group(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    task_id, group = await a_task(api)
+    anonymous = browsers()
+    for path in task_paths(task_id, group):
+        answer = await anonymous.get(path)
+        assert_refused(answer, 401, f"queue:get-task:{task_id}")
+        assert f'href="/signin?next={path}"' in answer.text
+    for path in group_paths(group):
+        assert_refused(await anonymous.get(path), 401, f"queue:list-task-group:{group}")
+    hostile = await anonymous.get(f"/tasks/{task_id}", params={"run": "<script>x</script>"})
+    assert hostile.status_code == 401 and "<script>x" not in hostile.text
+    # The API refuses the same reads to the same caller.
+    assert (await api.call("GET", f"/task/{task_id}", creds=None)).status_code == 403
+    assert (await api.call("GET", f"/task-group/{group}/list", creds=None)).status_code == 403
+
+
+async def test_a_client_without_the_scopes_sees_the_refusal_naming_them(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    task_id, group = await a_task(api)
+    creds = await new_client(api, "ui-reader/only-status", [f"queue:status:{task_id}"])
+    viewer = browsers()
+    assert (await viewer.signin(creds)).status_code == 303
+    page = await viewer.get(f"/tasks/{task_id}")
+    assert_refused(page, 403, f"queue:get-task:{task_id}", "ui-reader/only-status")
+    assert_refused(await viewer.get(f"/groups/{group}/rows"), 403, f"queue:list-task-group:{group}")
+
+
+async def test_a_client_with_the_scopes_sees_the_task_and_group(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    task_id, group = await a_task(api)
+    reads = [f"queue:get-task:{task_id}", f"queue:status:{task_id}", f"queue:list-task-group:{group}"]
+    viewer = browsers()
+    assert (await viewer.signin(await new_client(api, "ui-reader/task", reads))).status_code == 303
+    page = await viewer.get(f"/tasks/{task_id}")
+    assert page.status_code == 200 and SECRET in page.text
+    # Its dependents are not listed without listDependentTasks' scope, which the page names.
+    assert f"queue:list-dependent-tasks:{task_id}" in page.text
+    assert (await viewer.get(f"/tasks/{task_id}/status")).json()["status"]["taskId"] == task_id
+    for path in group_paths(group)[:3]:
+        assert (await viewer.get(path)).status_code == 200, path
+    rows = (await viewer.get(f"/groups/{group}/rows")).json()["rows"]
+    assert len(rows) == 1 and task_id in str(rows[0])
+
+
+async def test_the_dashboard_hides_the_queues_and_groups_the_viewer_may_not_list(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    _, group = await a_task(api)
+    _, other = await a_task(api)
+    page = (await browsers().get("/")).text
+    assert page.count("Sign in</a> to see the task queues") == 1 and "queue:list-task-queues" in page
+    assert TASK_QUEUE_ID not in page and group not in page and other not in page
+    assert "2 recent task groups are not shown" in page
+    assert "No tasks yet" not in page
+    reads = ["queue:list-task-queues", f"queue:list-task-group:{group}"]
+    viewer = browsers()
+    assert (await viewer.signin(await new_client(api, "ui-reader/dash", reads))).status_code == 303
+    page = (await viewer.get("/")).text
+    assert f'data-queue="{TASK_QUEUE_ID}"' in page and f"/groups/{group}" in page
+    assert other not in page and "1 recent task group is not shown" in page
+
+
+async def test_the_workers_and_queue_pages_need_the_queue_and_worker_scopes(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    await api.create_task()
+    await api.create_task()
+    await claim(api, worker="busy")
+    anonymous = browsers()
+    assert_refused(await anonymous.get("/workers"), 401, "queue:list-task-queues")
+    assert_refused(
+        await anonymous.get(f"/queues/{TASK_QUEUE_ID}"), 401, f"queue:get-task-queue:{TASK_QUEUE_ID}"
+    )
+    lister = browsers()
+    creds = await new_client(api, "ui-reader/queues", ["queue:list-task-queues"])
+    assert (await lister.signin(creds)).status_code == 303
+    listing = await lister.get("/workers")
+    assert listing.status_code == 200 and TASK_QUEUE_ID in listing.text
+    assert "busy" not in listing.text and f"queue:list-workers:{TASK_QUEUE_ID}" in listing.text
+    assert_refused(await lister.get(f"/queues/{TASK_QUEUE_ID}"), 403, f"queue:get-task-queue:{TASK_QUEUE_ID}")
+    reader = browsers()
+    scopes = [
+        f"queue:get-task-queue:{TASK_QUEUE_ID}",
+        f"queue:pending-count:{TASK_QUEUE_ID}",
+        f"queue:claimed-count:{TASK_QUEUE_ID}",
+        f"queue:list-workers:{TASK_QUEUE_ID}",
+    ]
+    assert (await reader.signin(await new_client(api, "ui-reader/queue", scopes))).status_code == 303
+    page = await reader.get(f"/queues/{TASK_QUEUE_ID}")
+    assert page.status_code == 200 and 'id="worker-wg-busy"' in page.text
+    assert f"queue:pending-list:{TASK_QUEUE_ID}" in page.text  # the pending list is not shown
