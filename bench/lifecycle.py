@@ -62,6 +62,9 @@ import httpx
 import mohawk  # type: ignore[import-untyped]
 import orjson
 
+sys.path.insert(0, str(Path(__file__).parent / "peers"))  # bench/peers/cpu.py, as the peers import it
+import cpu
+
 ROOT_CLIENT_ID = "static/taskyard/root"
 PG_ADMIN_URL = os.environ.get("TASKYARD_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -293,40 +296,11 @@ def new_queue(kind: str) -> str:
 # --------------------------------------------------------------------------- processes and CPU
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime (fields 14 and 15)
-
-
-def tree_cpu_seconds(pid: int) -> float:
-    """CPU time of `pid` and its children: the API processes of `serve --processes N`."""
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    try:
-        kids = [int(c) for c in children.read_text().split()]
-    except OSError:
-        kids = []
-    return proc_cpu_seconds(pid) + sum(proc_cpu_seconds(k) for k in kids)
-
-
-def postgres_cpu_seconds(database: str) -> float:
-    """CPU time of PostgreSQL's processes serving `database`, plus its shared background processes
-    (postmaster, WAL writer, checkpointer...). Other databases' backends (say, a test run) are left out.
-    """
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if (entry / "comm").read_text().strip() != "postgres":
-                continue
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            is_backend = "(" in cmdline or "[local]" in cmdline  # "postgres: 15/main: user db host(port) ..."
-            if not is_backend or f" {database} " in cmdline:
-                total += proc_cpu_seconds(int(entry.name))
-    return total
+# The /proc accounting is bench/peers/cpu.py's (standard library only, so the peers' own scripts,
+# in their own virtual environment, use it too).
+proc_cpu_seconds = cpu.process
+tree_cpu_seconds = cpu.tree  # `serve --processes N`: the parent and its API processes
+postgres_cpu_seconds = cpu.postgres  # the scratch database's backends and PostgreSQL's shared ones
 
 
 def machine_busy_seconds() -> float:
