@@ -1,18 +1,18 @@
 """What the UI's forms share: reading a posted form, and where a form may send the browser next.
 
-The UI's forms post `application/x-www-form-urlencoded` bodies, read here within the API's body
-limit (anything else reads as an empty form, which then fails its CSRF check). A `next` address,
-from a query or a form, is followed only if it is a path on this server: never another site.
+The UI's forms post `application/x-www-form-urlencoded` bodies, read here by the API's own
+bounded read (`api.app.read_body`), within its body limit (anything else reads as an empty form,
+which then fails its CSRF check). A `next` address, from a query or a form, is followed only if it
+is a path on this server: never another site.
 """
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 
-from taskyard.api.limits import check_content_length
-from taskyard.model.errors import InputError, InputTooLarge
+from taskyard.model.errors import InputError, MalformedPayload
 
 FORM_TYPE = "application/x-www-form-urlencoded"
 MAX_FIELDS = 50
@@ -22,20 +22,16 @@ DONE = "done"  # the query flag a redirect after an action carries: which notice
 
 async def read(request: Request, limit: int) -> dict[str, str]:
     """The posted form's fields (the first value of each); empty unless the body is a URL-encoded form."""
-    check_content_length(request.headers.get("content-length"), limit, "the form")
-    chunks, size = [], 0
+    from taskyard.api.app import read_body  # the API's own bounded read (late: api.app builds the UI)
+
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise InputTooLarge(f"the form is larger than {limit} bytes, the most accepted")
-            chunks.append(chunk)
-    except ClientDisconnect:
+        raw = await read_body(request, limit)
+    except MalformedPayload:  # the client hung up before the whole form: nobody reads an answer
         return {}
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != FORM_TYPE:
         return {}
-    text = b"".join(chunks).decode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
     try:
         pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS)
     except ValueError:
