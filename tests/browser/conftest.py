@@ -85,9 +85,11 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def shot(screenshots: Path) -> object:
-    def take(page: object, name: str) -> Path:
+    def take(page: object, name: str, full_page: bool = True) -> Path:
+        # full_page=False for a page metres tall (a megabyte of log): rendering all of it into one
+        # picture can take longer than Playwright's 30 s on a busy machine, and shows no more.
         path = screenshots / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)  # type: ignore[attr-defined]
+        page.screenshot(path=str(path), full_page=full_page)  # type: ignore[attr-defined]
         return path
 
     return take

@@ -165,7 +165,7 @@ def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
     page.wait_for_selector("#task-state.state-completed", timeout=WAIT_MS)
     page.wait_for_selector("#log-text:has-text('after-go')", timeout=WAIT_MS)
     assert page.locator("#log-hidden").is_visible()
-    shot(page, "task-big-log")
+    shot(page, "task-big-log", full_page=False)
 
 
 def test_trimming_the_followed_log_cuts_into_a_big_piece_at_a_line(

@@ -56,14 +56,6 @@ class QueueLine:
     workers: int = 0
     quarantined: list[tuple[str, str, int]] = field(default_factory=list)  # group, id, until
 
-    @property
-    def provisioner_id(self) -> str:
-        return self.task_queue_id.split("/", 1)[0]
-
-    @property
-    def worker_type(self) -> str:
-        return self.task_queue_id.split("/", 1)[-1]
-
 
 @dataclass
 class GroupLine:

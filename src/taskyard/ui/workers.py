@@ -49,11 +49,11 @@ class WorkerLine:
 
     @property
     def provisioner_id(self) -> str:
-        return self.task_queue_id.split("/", 1)[0]
+        return self.task_queue_id.partition("/")[0]
 
     @property
     def worker_type(self) -> str:
-        return self.task_queue_id.split("/", 1)[-1]
+        return self.task_queue_id.partition("/")[2]
 
     @property
     def quarantined(self) -> bool:
@@ -136,8 +136,6 @@ async def queue_page(ui: UI, request: Request) -> Response:
         request,
         "queue.html",
         task_queue_id=task_queue_id,
-        provisioner_id=task_queue_id.split("/", 1)[0],
-        worker_type=task_queue_id.split("/", 1)[1],
         known=known,
         counts=counts,
         pending_shown=pending is not None,
