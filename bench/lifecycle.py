@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import bisect
 import contextlib
 import json
 import os
@@ -656,7 +655,7 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     per = {party: 10 * cpu[party] * span / max(completed, 1) for party in ("server", "client", "postgres")}
     result["cpu_ms_per_lifecycle"] = per
     result["one_core_ceiling"] = 1000 / per["server"] if per["server"] else None
-    result["queue_wait"] = queue_wait(answered, claimed, result["lifecycles_per_s"])
+    result["queue_wait"] = queue_wait(answered, claimed)
     print(
         f"    {completed}/{len(created)} tasks completed in {wall:.2f} s: "
         f"{result['lifecycles_per_s']:.0f} lifecycles/s (creates alone: {result['creates_per_s']:.0f}/s)"
@@ -684,7 +683,7 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     if wait := result["queue_wait"]:
         print(
             f"    queue wait (createTask's answer -> claimWork's): p50 {wait['p50_s']:.2f} s,"
-            f" max {wait['max_s']:.2f} s; beyond the backlog ahead at this rate:"
+            f" max {wait['max_s']:.2f} s; beyond draining the backlog ahead of it:"
             f" p99 {wait['excess_p99_s']:.2f} s, max {wait['excess_max_s']:.2f} s"
         )
     if cpu["client"] > 85:
@@ -692,23 +691,21 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     return result
 
 
-def queue_wait(answered: dict[str, float], claimed: dict[str, float], rate: float) -> dict[str, float] | None:
+def queue_wait(answered: dict[str, float], claimed: dict[str, float]) -> dict[str, float] | None:
     """How long the tasks waited in the queue under load, and how much of it the backlog explains.
 
     A task's wait runs from createTask's answer to the answer of the claimWork that handed it out.
-    The backlog ahead of it is the tasks answered before it and not yet claimed then; drained at
-    the phase's `rate`, they explain `ahead / rate` of its wait. `excess` is the rest: a fair
-    queue keeps it near zero, a task passed over again and again shows it. (`ahead` is counted
-    low by the rare task claimed before its own createTask's answer arrived: excess errs high.)"""
+    The tasks answered before it are the backlog ahead of it: had the queue served them first, it
+    would have been handed out with the next claim after they all were, the claim whose rank equals
+    its own rank by creation, at whatever pace the workers drained the queue. `excess` is how much
+    later than that it came: a fair queue keeps it near zero, a task passed over again and again
+    shows it, however slow the phase."""
     pairs = sorted((answered[t], claimed[t]) for t in answered if t in claimed)
-    if not pairs or rate <= 0:
+    if not pairs:
         return None
     claims = sorted(k for _, k in pairs)
     waits = [k - c for c, k in pairs]
-    excess = [
-        wait - max(0, i - bisect.bisect_right(claims, c)) / rate
-        for i, ((c, _), wait) in enumerate(zip(pairs, waits, strict=True))
-    ]
+    excess = [k - max(c, claims[i]) for i, (c, k) in enumerate(pairs)]
     return {
         "p50_s": percentile(waits, 50),
         "max_s": max(waits),
