@@ -7,7 +7,9 @@ of temporary credentials). Three measurements:
 
 1. throughput      K workers loop claimWork(tasks=1) -> reportCompleted (signed with the claim's
                    temporary credentials) while a creator creates N tasks with a bounded number in
-                   flight; lifecycles/s = tasks completed / (last completion - first create sent).
+                   flight; lifecycles/s = tasks completed / (last completion - first create sent);
+                   each task's queue wait, and how much of it the backlog ahead of it leaves
+                   unexplained (see queue_wait).
 2. dispatch        W workers wait in claimWork on an empty task queue; tasks are created one at a
                    time; latency from the createTask response (the commit) to the waiting worker's
                    claimWork response, and from the createTask request being sent.
@@ -18,7 +20,8 @@ of temporary credentials). Three measurements:
                    message -> Delete Message -> reportCompleted; and the delay from createTask's
                    response until a polling worker (1 s sleep after an empty round) has the message.
 
-Timings are printed, never asserted. See bench/README.md. Run: .venv/bin/python bench/lifecycle.py
+Timings are printed, never asserted; --json FILE also writes them (for bench/aims.py). See
+bench/README.md. Run: .venv/bin/python bench/lifecycle.py
 """
 
 from __future__ import annotations
