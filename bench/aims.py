@@ -28,9 +28,9 @@ if str(ROOT) not in sys.path:  # run as a script: `bench.*` is imported from the
     sys.path.insert(0, str(ROOT))
 
 from bench import worker  # noqa: E402
-from bench.lifecycle import TARGETS  # noqa: E402
+from bench.lifecycle import TARGETS, fmt  # noqa: E402
 from bench.peers import parse_worker_rate  # noqa: E402
-from bench.scaling.table import AIMS as SCALE_AIMS  # noqa: E402
+from bench.scaling import table as scale_table  # noqa: E402
 
 BACKENDS = ("sqlite", "postgres")
 FILES = ("budgets", "lifecycle", "worker", "scale", "peers")
@@ -82,10 +82,6 @@ def verdict(values: Values, targets: Mapping[str, Target]) -> str:
     return MET if all(judged) else NOT_MET
 
 
-def fmt(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
 def figure_row(
     aim: str, what: str, values: Values, spec: str, targets: Target | Mapping[str, Target] | None
 ) -> Row:
@@ -107,9 +103,8 @@ def figure_row(
 
 
 def dig(data: Any, *path: Any) -> Any:
-    for key in path:
-        data = data.get(str(key)) if isinstance(data, dict) else None
-    return data
+    """bench/scale.py's walk into nested figures, by the keys as JSON wrote them (strings)."""
+    return scale_table.dig(data, tuple(str(key) for key in path))
 
 
 def number(value: Any) -> float | None:
@@ -268,7 +263,7 @@ def scale_rows(data: Any) -> list[Row]:
         for n in sizes
     ]
     span = f"{sizes[-1]:,} / {sizes[0]:,}" if sizes else "largest / smallest"
-    ratio = Target("<=", SCALE_AIMS["claim_ratio"])
+    ratio = Target("<=", scale_table.AIMS["claim_ratio"])
     rows.append(
         figure_row(
             "6", f"claimWork p50 ratio, {span} pending", per_backend(data, "claim", "ratio"), ".2f", ratio
@@ -285,7 +280,7 @@ def scale_rows(data: Any) -> list[Row]:
         for n in groups
     ]
     span = f"{groups[-1]:,} / {groups[0]:,}" if groups else "largest / smallest"
-    flat = Target("<=", SCALE_AIMS["group_ratio"])
+    flat = Target("<=", scale_table.AIMS["group_ratio"])
     rows.append(
         figure_row(
             "6", f"listTaskGroup page ratio, {span} tasks", per_backend(data, "group", "ratio"), ".2f", flat
@@ -298,7 +293,7 @@ def scale_rows(data: Any) -> list[Row]:
             f"{deps:,} dependents all pending, s" if deps else "dependents all pending, s",
             per_backend(data, "dependents", "all_pending_s"),
             ".2f",
-            Target("<=", SCALE_AIMS["dependents_s"]),
+            Target("<=", scale_table.AIMS["dependents_s"]),
         )
     )
     big = f"{sizes[-1]:,}" if sizes else "the largest backlog"
@@ -308,10 +303,10 @@ def scale_rows(data: Any) -> list[Row]:
             f"server RSS with {big} pending, MB",
             per_backend(data, "claim", "memory_filled", "VmRSS"),
             ".0f",
-            Target("<=", SCALE_AIMS["rss_mb"]),
+            Target("<=", scale_table.AIMS["rss_mb"]),
         )
     )
-    ready = Target("<=", SCALE_AIMS["ready_s"] * 1000)
+    ready = Target("<=", scale_table.AIMS["ready_s"] * 1000)
     rows.append(
         figure_row(
             "6",
