@@ -39,12 +39,25 @@ fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
 
-# bench: taskyard's own figures first, then bench/peers.py, which puts taskyard beside procrastinate
-# and Celery (installed into bench/.peers-venv, not here) and ends with the comparison table.
+# bench: every bench with --json into one directory (BENCH_OUT, else a new temporary one), then
+# bench/aims.py's table of the six speed aims, the peers beside taskyard (~20 min on a quiet 2-core
+# machine, more on a busy one). QUICK=1 runs each bench at its --quick size (~6 min); SCALE=full
+# runs bench/scale.py at the aims' own sizes (1M pending tasks, ~15 min more) instead of its
+# --quick ones. bench/peers.py installs procrastinate and Celery into bench/.peers-venv, not here.
+# bench/worker.py's printed output is kept too: the table reads its figures from there if it
+# writes no JSON.
+BENCH_QUICK = $(if $(QUICK),--quick)
+SCALE_SIZE = $(if $(filter full,$(SCALE)),,--quick)
+
 bench: $(STAMP)
-	$(BIN)/python bench/lifecycle.py
-	$(BIN)/python bench/worker.py
-	$(BIN)/python bench/peers.py
+	out=$${BENCH_OUT:-$$(mktemp -d -t taskyard-bench.XXXXXX)}; mkdir -p $$out; \
+	$(BIN)/python bench/budgets.py --json $$out/budgets.json; \
+	$(BIN)/python bench/lifecycle.py $(BENCH_QUICK) --json $$out/lifecycle.json; \
+	wj=$$($(BIN)/python bench/worker.py --help | grep -q -e --json && echo --json $$out/worker.json); \
+	$(BIN)/python bench/worker.py $(BENCH_QUICK) $$wj | tee $$out/worker.txt; \
+	$(BIN)/python bench/scale.py $(SCALE_SIZE) --json $$out/scale.json; \
+	$(BIN)/python bench/peers.py $(BENCH_QUICK) --json $$out/peers.json; \
+	$(BIN)/python bench/aims.py $$out
 
 chaos: $(STAMP)
 	$(BIN)/python bench/chaos.py

@@ -7,7 +7,9 @@ of temporary credentials). Three measurements:
 
 1. throughput      K workers loop claimWork(tasks=1) -> reportCompleted (signed with the claim's
                    temporary credentials) while a creator creates N tasks with a bounded number in
-                   flight; lifecycles/s = tasks completed / (last completion - first create sent).
+                   flight; lifecycles/s = tasks completed / (last completion - first create sent);
+                   each task's queue wait, and how much of it the backlog ahead of it leaves
+                   unexplained (see queue_wait).
 2. dispatch        W workers wait in claimWork on an empty task queue; tasks are created one at a
                    time; latency from the createTask response (the commit) to the waiting worker's
                    claimWork response, and from the createTask request being sent.
@@ -18,7 +20,8 @@ of temporary credentials). Three measurements:
                    message -> Delete Message -> reportCompleted; and the delay from createTask's
                    response until a polling worker (1 s sleep after an empty round) has the message.
 
-Timings are printed, never asserted. See bench/README.md. Run: .venv/bin/python bench/lifecycle.py
+Timings are printed, never asserted; --json FILE also writes them (for bench/aims.py). See
+bench/README.md. Run: .venv/bin/python bench/lifecycle.py
 """
 
 from __future__ import annotations
@@ -69,8 +72,10 @@ ROOT_CLIENT_ID = "static/taskyard/root"
 PG_ADMIN_URL = os.environ.get("TASKYARD_BENCH_POSTGRES", "postgresql://postgres@127.0.0.1:5432/test")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 CPUS = os.cpu_count() or 1
-TARGETS = {  # the project's targets, for PostgreSQL (SQLite's lifecycle target is 600/s)
+TARGETS = {  # the project's targets, for PostgreSQL unless named for SQLite
     "lifecycles_per_s": ">= 500",
+    "lifecycles_per_s_sqlite": ">= 600",
+    "queue_wait_excess_s": "<= 2",
     "dispatch_commit_p50": "<= 5",
     "dispatch_commit_p99": "<= 50",
     "server_cpu_ms": "<= 1.5",
@@ -531,10 +536,17 @@ def ms(seconds: float) -> float:
 
 
 async def create_many(
-    api: Api, root: Creds, definition: dict[str, Any], n: int, inflight: int
+    api: Api,
+    root: Creds,
+    definition: dict[str, Any],
+    n: int,
+    inflight: int,
+    answered: dict[str, float] | None = None,
 ) -> tuple[list[str], float, float]:
-    """Create `n` tasks with at most `inflight` requests in flight; (ids created, first send, last done)."""
+    """Create `n` tasks with at most `inflight` requests in flight; (ids created, first send, last done).
+    `answered`, if given, gets each created task's moment of createTask's answer (its commit)."""
     ids = iter(range(n))
+    answered = {} if answered is None else answered
     created: list[str] = []
     first = now()
     # The group's first task alone, as a decision task would, then the rest concurrently. (Before
@@ -543,6 +555,7 @@ async def create_many(
     status, _ = await api.session().call("PUT", f"/task/{task_id}", definition, root)
     if status == 200:
         created.append(task_id)
+        answered[task_id] = now()
     next(ids, None)
 
     async def creator() -> None:
@@ -552,6 +565,7 @@ async def create_many(
             status, _ = await session.call("PUT", f"/task/{task_id}", definition, root)
             if status == 200:
                 created.append(task_id)
+                answered[task_id] = now()
 
     await asyncio.gather(*(creator() for _ in range(inflight)))
     return created, first, now()
@@ -593,6 +607,8 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     last_completion = 0.0
     done = asyncio.Event()
     body_base = {"workerGroup": "bench", "tasks": 1}
+    answered: dict[str, float] = {}  # taskId: createTask's answer
+    claimed: dict[str, float] = {}  # taskId: the claimWork answer that handed it out
 
     async def worker(i: int) -> None:
         nonlocal completed, last_completion
@@ -600,10 +616,12 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
         session = api.session()
         while not done.is_set():
             status, reply = await session.call("POST", f"/claim-work/{task_queue_id}", body, root)
+            arrived = now()
             if status != 200:
                 await asyncio.sleep(0.05)
                 continue
             for claim in reply["tasks"]:
+                claimed[claim["status"]["taskId"]] = arrived
                 if await complete_claim(session, claim) and not done.is_set():
                     completed += 1
                     last_completion = now()
@@ -615,7 +633,7 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     profiler = Profiler(args.profile, server.pid, f"{args.backend_name}-throughput")
     before = cpu_snapshot(server)
     api.latencies = {}
-    created, first, created_at = await create_many(api, root, definition, n, args.create_inflight)
+    created, first, created_at = await create_many(api, root, definition, n, args.create_inflight, answered)
     target = len(created)
     if completed >= target:
         done.set()
@@ -640,6 +658,7 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     per = {party: 10 * cpu[party] * span / max(completed, 1) for party in ("server", "client", "postgres")}
     result["cpu_ms_per_lifecycle"] = per
     result["one_core_ceiling"] = 1000 / per["server"] if per["server"] else None
+    result["queue_wait"] = queue_wait(answered, claimed)
     print(
         f"    {completed}/{len(created)} tasks completed in {wall:.2f} s: "
         f"{result['lifecycles_per_s']:.0f} lifecycles/s (creates alone: {result['creates_per_s']:.0f}/s)"
@@ -664,9 +683,39 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
             if kind != "claimWork (empty)"
         )
     )
+    if wait := result["queue_wait"]:
+        print(
+            f"    queue wait (createTask's answer -> claimWork's): p50 {wait['p50_s']:.2f} s,"
+            f" max {wait['max_s']:.2f} s; beyond draining the backlog ahead of it:"
+            f" p99 {wait['excess_p99_s']:.2f} s, max {wait['excess_max_s']:.2f} s"
+        )
     if cpu["client"] > 85:
         print("    warning: the load generator was near one full core; the figure may be client-bound")
     return result
+
+
+def queue_wait(answered: dict[str, float], claimed: dict[str, float]) -> dict[str, float] | None:
+    """How long the tasks waited in the queue under load, and how much of it the backlog explains.
+
+    A task's wait runs from createTask's answer to the answer of the claimWork that handed it out.
+    The tasks answered before it are the backlog ahead of it: had the queue served them first, it
+    would have been handed out with the next claim after they all were, the claim whose rank equals
+    its own rank by creation, at whatever pace the workers drained the queue. `excess` is how much
+    later than that it came: a fair queue keeps it near zero, a task passed over again and again
+    shows it, however slow the phase."""
+    pairs = sorted((answered[t], claimed[t]) for t in answered if t in claimed)
+    if not pairs:
+        return None
+    claims = sorted(k for _, k in pairs)
+    waits = [k - c for c, k in pairs]
+    excess = [k - max(c, claims[i]) for i, (c, k) in enumerate(pairs)]
+    return {
+        "p50_s": percentile(waits, 50),
+        "max_s": max(waits),
+        "excess_p99_s": percentile(excess, 99),
+        "excess_max_s": max(excess),
+        "tasks": len(pairs),
+    }
 
 
 # --------------------------------------------------------------------------- 2. dispatch latency
@@ -1207,6 +1256,16 @@ def print_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Na
             "",
         ),
         (
+            "  queue wait p50, s",
+            lambda b: fmt((get(b, "throughput", "queue_wait") or {}).get("p50_s"), ".2f"),
+            "",
+        ),
+        (
+            "  queue wait beyond the backlog ahead, max s",
+            lambda b: fmt((get(b, "throughput", "queue_wait") or {}).get("excess_max_s"), ".2f"),
+            TARGETS["queue_wait_excess_s"],
+        ),
+        (
             "  one-core ceiling, lifecycles/s",
             lambda b: fmt(get(b, "throughput", "one_core_ceiling"), ".0f"),
             "",
@@ -1326,6 +1385,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--phase-timeout", type=float, default=240, help="seconds before a phase gives up")
     p.add_argument("--profile", type=Path, default=None, help="record the server with py-spy into this dir")
     p.add_argument("--keep", action="store_true", help="keep the temporary data directories (server logs)")
+    p.add_argument(
+        "--json", type=Path, default=None, help="also write the figures to this file (bench/aims.py)"
+    )
     args = p.parse_args(argv)
     quick = args.quick
     args.tasks = args.tasks or (400 if quick else 2000)
@@ -1351,6 +1413,16 @@ async def main_async(args: argparse.Namespace) -> None:
         all_results[name] = await run_backend(name, args)
     print_table(all_results, args)
     print(f"\n(total {now() - started:.0f} s; timings are this machine's, printed, never asserted)")
+    if args.json:
+        sizes = {"workers": args.workers, "tasks": args.tasks, "backlog": args.backlog, "quick": args.quick}
+        save_json(args.json, {"options": sizes, "backends": all_results})
+
+
+def save_json(path: Path, figures: dict[str, Any]) -> None:
+    """A bench's figures for bench/aims.py: JSON, with each dict's keys as strings."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(figures, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS))
+    print(f"(figures written to {path})")
 
 
 def _interrupt(signum: int, frame: object) -> None:

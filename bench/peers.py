@@ -300,6 +300,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--venv", type=Path, default=DEFAULT_VENV, help="the peers' virtual environment")
     p.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672//", help="RabbitMQ for Celery")
     p.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis, where Celery's tasks count")
+    p.add_argument(
+        "--json", type=Path, default=None, help="also write the figures to this file (bench/aims.py)"
+    )
     args = p.parse_args(argv)
     args.jobs = args.jobs or (400 if args.quick else 2000)
     args.rounds = args.rounds or (1 if args.quick else 2)
@@ -368,7 +371,25 @@ def main(argv: list[str] | None = None) -> int:
         f" bench client, worker or server, database or broker) during the jobs/s run, per job;"
         f" total {time.monotonic() - started:.0f} s)"
     )
+    if args.json:
+        options = {"jobs": args.jobs, "rounds": args.rounds, "worker_tasks": args.worker_tasks}
+        lifecycle.save_json(args.json, {"options": options, "systems": summary(figures)})
     return 0
+
+
+def summary(figures: dict[str, Figures]) -> dict[str, dict[str, Any]]:
+    """Each system's medians over the rounds, with every round's figures, for bench/aims.py."""
+    return {
+        name: {
+            "label": SYSTEMS[name].label,
+            "jobs_per_s": median(f.jobs_per_s),
+            "worker_per_s": median(f.worker_per_s),
+            "cpu_ms_per_job": median(f.cpu_ms_per_job),
+            "rounds": f.jobs_per_s,
+            "notes": f.notes,
+        }
+        for name, f in figures.items()
+    }
 
 
 if __name__ == "__main__":

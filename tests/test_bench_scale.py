@@ -1,14 +1,15 @@
-"""bench/scale.py without servers: its options and the table it ends with. Nothing here starts a
-server or touches a database."""
+"""bench/scale.py (its parts in bench/scaling/) without servers: its options and the table it ends
+with. Nothing here starts a server or touches a database."""
 
 from __future__ import annotations
 
 import pytest
-from bench import scale
+from bench.scaling import options
+from bench.scaling import table as scale_table
 
 
 def test_by_default_the_sizes_are_the_aims_sizes_on_both_backends() -> None:
-    args = scale.parse_args([])
+    args = options.parse_args([])
     assert args.sizes == [1000, 100_000, 1_000_000]
     assert args.group_sizes == [10, 10_000, 100_000]
     assert args.dependents == 10_000
@@ -17,9 +18,11 @@ def test_by_default_the_sizes_are_the_aims_sizes_on_both_backends() -> None:
 
 
 def test_quick_uses_smaller_sizes_and_explicit_sizes_win() -> None:
-    quick = scale.parse_args(["--quick"])
+    quick = options.parse_args(["--quick"])
     assert quick.sizes[-1] < 1_000_000 and quick.group_sizes[-1] < 100_000 and quick.dependents < 10_000
-    chosen = scale.parse_args(["--quick", "--sizes", "5000,1_000", "--group-sizes", "7", "--dependents", "3"])
+    chosen = options.parse_args(
+        ["--quick", "--sizes", "5000,1_000", "--group-sizes", "7", "--dependents", "3"]
+    )
     assert (chosen.sizes, chosen.group_sizes, chosen.dependents) == ([1000, 5000], [7], 3)
 
 
@@ -35,13 +38,13 @@ def test_quick_uses_smaller_sizes_and_explicit_sizes_win() -> None:
 )
 def test_bad_options_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
-        scale.parse_args(argv)
+        options.parse_args(argv)
     assert exit_.value.code == 2
     assert argv[0] in capsys.readouterr().err
 
 
 def test_the_table_puts_each_figure_beside_its_aim() -> None:
-    args = scale.parse_args(
+    args = options.parse_args(
         ["--sizes", "1000,100000", "--group-sizes", "10,100000", "--backends", "sqlite,postgres"]
     )
     sqlite = {
@@ -56,7 +59,7 @@ def test_the_table_puts_each_figure_beside_its_aim() -> None:
         "ready_fresh_ms": 500.0,
         "ready_existing_ms": 625.0,
     }
-    table = scale.render_table({"sqlite": sqlite, "postgres": None}, args).splitlines()
+    table = scale_table.render_table({"sqlite": sqlite, "postgres": None}, args).splitlines()
     assert table[0].split() == ["sqlite", "postgres", "aim"]
 
     def row(start: str) -> list[str]:
@@ -73,8 +76,8 @@ def test_the_table_puts_each_figure_beside_its_aim() -> None:
 
 
 def test_a_step_that_failed_shows_a_dash() -> None:
-    args = scale.parse_args(["--backends", "sqlite"])
-    table = scale.render_table({"sqlite": {"ready_fresh_ms": 400.0}}, args)
+    args = options.parse_args(["--backends", "sqlite"])
+    table = scale_table.render_table({"sqlite": {"ready_fresh_ms": 400.0}}, args)
     assert "claimWork p50, 1,000,000 pending (ms)" in table
     line = next(line for line in table.splitlines() if line.startswith("claimWork p50, 1,000 pending"))
     assert line.split()[-1] == "-"

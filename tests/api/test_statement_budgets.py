@@ -56,6 +56,10 @@ BUDGETS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
     "Delete Message": ((1, 1), (1, 1)),
 }
 
+# What each call spent, as counted: {call: {column: (statements, round trips)}}, the column as in
+# BUDGETS. bench/budgets.py runs this file and prints it beside the budgets (bench/aims.py, aim 2).
+SPENT: dict[str, dict[int, tuple[int, int]]] = {}
+
 
 @pytest.fixture
 def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
@@ -82,6 +86,7 @@ async def within_budget(
 def assert_budget(api: Api, call: str, tally: Tally) -> None:
     budget = BUDGETS[call][backend(api)]
     spent = (tally.statements, tally.round_trips)
+    SPENT.setdefault(call, {})[backend(api)] = spent
     assert spent == budget, f"{call}: {spent} (statements, round trips), not {budget}: {tally.trips}"
 
 
