@@ -49,6 +49,11 @@ def describe(request: Request, info: CallInfo) -> None:
     request.scope[_SCOPE_KEY] = info
 
 
+def describe_call(scope: Scope, info: CallInfo) -> None:
+    """`describe()`, given the request's ASGI scope."""
+    scope[_SCOPE_KEY] = info
+
+
 def _described(scope: Scope) -> CallInfo:
     info = scope.get(_SCOPE_KEY)
     return info if isinstance(info, CallInfo) else NO_CALL
@@ -92,9 +97,14 @@ def _json(body: dict[str, Any], status: int, headers: dict[str, str]) -> Respons
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
+def render_for(error: TaskyardError, scope: Scope) -> Response:
+    """`render()` for the call the request's scope was described as (`describe()`)."""
+    return render(error, _described(scope))
+
+
 async def _taskyard_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TaskyardError)
-    return render(exc, _described(request.scope))
+    return render_for(exc, request.scope)
 
 
 HANDLERS: dict[Any, ExceptionHandler] = {TaskyardError: _taskyard_error}
