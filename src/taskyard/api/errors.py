@@ -4,9 +4,10 @@ wait, and a 500 with an incident id for anything unexpected.
 
 `build_app()` registers them once for the whole app: `HANDLERS` with Starlette by exception
 class (every `TaskyardError`; the router's 404 and 405 go to `app.not_found()`, which renders
-here too), and `answer_unexpected()` for every other exception (the middleware `metrics.Timing`
-calls it). A route says what its error bodies' `requestInfo` tells of the call by calling
-`describe()` with a `CallInfo` before it does anything that may fail.
+here too; an API endpoint the app's front answers itself goes to `render_for()`), and
+`answer_unexpected()` for every other exception (the front, `app.App`, calls it). A route says
+what its error bodies' `requestInfo` tells of the call by calling `describe()` with a `CallInfo`
+before it does anything that may fail.
 """
 
 from __future__ import annotations
@@ -114,9 +115,9 @@ HANDLERS: dict[Any, ExceptionHandler] = {TaskyardError: _taskyard_error}
 async def answer_unexpected(scope: Scope, receive: Receive, send: Send) -> None:
     """Answer an exception that is no `TaskyardError`, a bug, before the answer began: log it once,
     with its traceback and a new incident id, and answer 500 with that id. Nothing is raised on to
-    the server, which would log it a second time. `metrics.Timing` calls it, around the whole app;
-    an exception after the answer began (a live-log stream) can't be answered: it goes on to the
-    server, which logs it and closes the connection."""
+    the server, which would log it a second time. The app's front (`app.App`) calls it, around the
+    whole app; an exception after the answer began (a live-log stream) can't be answered: it goes
+    on to the server, which logs it and closes the connection."""
     incident = slugid.nice()
     request = Request(scope)
     log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)
