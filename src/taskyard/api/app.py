@@ -5,19 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import re
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
+from starlette.datastructures import URL, QueryParams
 from starlette.middleware.exceptions import ExceptionMiddleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from taskyard.api import (
     artifacts_v1,
@@ -34,7 +36,15 @@ from taskyard.api import (
     scheduler_v1,
     shedding,
 )
-from taskyard.api.errors import HANDLERS, NO_CALL, CallInfo, describe, render
+from taskyard.api.errors import (
+    HANDLERS,
+    NO_CALL,
+    CallInfo,
+    answer_unexpected,
+    describe_call,
+    render,
+    render_for,
+)
 from taskyard.api.limits import check_content_length
 from taskyard.api.router import IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
@@ -53,6 +63,7 @@ from taskyard.model.errors import (
 )
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.storage.port import WAIT_TIMEOUT
 from taskyard.ui import app as ui_app
 
 
@@ -86,22 +97,48 @@ class Services:
 
 
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    content = b"" if body is None else orjson.dumps(body)
-    return Response(content, status, headers, media_type=None if body is None else "application/json")
+    """A JSON answer (`None`: an empty body), its headers laid out as Starlette's `Response` lays
+    them out: the given ones, then `content-length` and `content-type` unless given."""
+    answer = Response.__new__(Response)
+    answer.status_code, answer.background = status, None
+    answer.body = content = b"" if body is None else orjson.dumps(body)
+    if body is not None:
+        answer.media_type = "application/json"
+    if headers:
+        answer.init_headers(headers)
+    elif status < 200 or status in (204, 304):
+        answer.raw_headers = [] if body is None else [_JSON_TYPE]
+    else:
+        answer.raw_headers = [(b"content-length", b"%d" % len(content))]
+        if body is not None:
+            answer.raw_headers.append(_JSON_TYPE)
+    return answer
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    check_content_length(request_headers(request.scope).get("content-length"), limit, "the request body")
+    """The request's body, at most `limit` bytes (413 beyond); 400 if the client hangs up first."""
+    return await receive_body(request.scope, request.receive, limit)
+
+
+async def receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """`read_body()` on the ASGI request itself."""
+    check_content_length(request_headers(scope).get("content-length"), limit, "the request body")
     chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # nobody will read the answer; it is no incident either
+            raise MalformedPayload("the client hung up before sending the whole body")
+        chunk = message.get("body", b"")
+        if chunk:
             size += len(chunk)
             if size > limit:
                 raise InputTooLarge(f"the request body is larger than {limit} bytes, the most accepted")
             chunks.append(chunk)
-    except ClientDisconnect:  # nobody will read the answer; it is no incident either
-        raise MalformedPayload("the client hung up before sending the whole body") from None
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 MAX_DEPTH = 64
@@ -114,7 +151,8 @@ def parse_json(raw: bytes, route: Route) -> Any:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         raise MalformedPayload(f"the request body is not valid JSON: {exc}") from None
-    if _depth(body) > MAX_DEPTH:
+    # A body holding no more brackets than the limit can't nest deeper: no need to walk it.
+    if raw.count(b"{") + raw.count(b"[") > MAX_DEPTH and _depth(body) > MAX_DEPTH:
         raise InputValidationError(f"body is nested more than {MAX_DEPTH} levels deep, the most accepted")
     return body
 
@@ -136,8 +174,9 @@ def _depth(value: Any) -> int:
 def request_headers(scope: Scope) -> dict[str, str]:
     """The request's headers by lower-case name, the first of any repeated one (as Starlette's
     `Headers` answers them), built once per request."""
-    found: dict[str, str] = scope.get(_HEADERS_KEY) or {}
-    if not found:
+    found: dict[str, str] | None = scope.get(_HEADERS_KEY)
+    if found is None:
+        found = {}
         for key, value in scope["headers"]:
             found.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
         scope[_HEADERS_KEY] = found
@@ -147,10 +186,10 @@ def request_headers(scope: Scope) -> dict[str, str]:
 _HEADERS_KEY = "taskyard.headers"
 
 
-def hawk_request(request: Request, raw: bytes) -> hawk.Request:
-    scope, headers = request.scope, request_headers(request.scope)
+def hawk_request(scope: Scope, raw: bytes) -> hawk.Request:
+    headers = request_headers(scope)
     raw_path = scope.get("raw_path")
-    path = request.url.path if raw_path is None else raw_path.decode("latin-1")
+    path = URL(scope=scope).path if raw_path is None else raw_path.decode("latin-1")
     query = scope.get("query_string", b"").decode("latin-1")
     host, port = hawk.host_port(
         headers.get("host"),
@@ -185,15 +224,15 @@ async def _authenticate(services: Services, route: Route, signed: hawk.Request) 
     return authz.caller(who.client_id, who.unexpanded_scopes, role_set.expand)
 
 
-async def _watch_disconnect(request: Request, gone: asyncio.Event) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while (await receive())["type"] != "http.disconnect":
         pass
     gone.set()
 
 
-async def _run_watching_disconnect(request: Request, call: Call, handler: Route) -> Any:
+async def _run_watching_disconnect(receive: Receive, call: Call, handler: Route) -> Any:
     """Run a long poll, telling it (never cancelling it mid-transaction) when the client goes away."""
-    watcher = asyncio.create_task(_watch_disconnect(request, call.gone))
+    watcher = asyncio.create_task(_watch_disconnect(receive, call.gone))
     try:
         return await handler.handler(call)
     finally:
@@ -209,47 +248,53 @@ def echo_payload(route: Route, params: dict[str, str]) -> Callable[[Any], Any] |
     return None
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
 def _check_path(path: str, params: dict[str, str]) -> None:
     # The router's patterns let `$` match before a final newline, cutting it off the parameter;
     # no valid parameter holds a control character, so refuse any left in the path.
-    bad = next((i for i, c in enumerate(path) if ord(c) < 0x20 or c == "\x7f"), None)
-    if bad is None:
+    found = _CONTROL.search(path)
+    if found is None:
         return
+    bad = found.start()
     named = [name for name, value in params.items() if value and path.find(value) + len(value) == bad]
     which = f"URL parameter {named[0]}" if named else "URL parameters"
     raise InvalidRequestArguments(f"{which} may not contain control characters")
 
 
 class Endpoint:
-    """A route's ASGI app: its `handle(request)`, answered. Called as ASGI, Starlette adds no
-    wrapper of its own: errors go straight to the app's handlers (`api/errors.py`)."""
+    """A route's ASGI app: its handler, wrapped in the checks every call gets. Errors are answered
+    by the app's handlers (`api/errors.py`), which tell the call from what `describe()` was given.
 
-    def __init__(self, name: str, handle: Callable[[Request], Awaitable[Response]]) -> None:
-        self.__name__ = name
-        self.handle = handle
+    `App` calls `answer()` itself for a request its router finds here (see `App.__call__`);
+    Starlette, calling it as ASGI, adds no wrapper of its own."""
+
+    def __init__(self, route: Route, services: Services) -> None:
+        self.__name__ = route.name
+        self.route = route
+        self.services = services
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.handle(Request(scope, receive, send))
-        await response(scope, receive, send)
+        answer = await self.answer(scope, receive, scope["path_params"])
+        await answer(scope, receive, send)
 
-
-def endpoint(route: Route, services: Services) -> Endpoint:
-    """The route's handler, wrapped in the checks every call gets. Errors are answered by the
-    app's handlers (`api/errors.py`), which tell the call from what `describe()` was given."""
-
-    async def handle(request: Request) -> Response:
-        params = {k: str(v) for k, v in request.path_params.items()}
-        describe(request, CallInfo(route.name, params))
+    async def answer(self, scope: Scope, receive: Receive, path_params: dict[str, Any]) -> Response:
+        """The answer to the call: its handler's, once the call passed every check."""
+        route, services = self.route, self.services
+        params = {k: str(v) for k, v in path_params.items()}
+        describe_call(scope, CallInfo(route.name, params))
         check_params(params)
-        _check_path(request.scope["path"], params)
-        raw = await read_body(request, services.max_body_bytes)
+        _check_path(scope["path"], params)
+        raw = await receive_body(scope, receive, services.max_body_bytes)
         body = parse_json(raw, route)
-        describe(request, CallInfo(route.name, params, body, echo_payload(route, params)))
-        signed = hawk_request(request, raw)
+        describe_call(scope, CallInfo(route.name, params, body, echo_payload(route, params)))
+        signed = hawk_request(scope, raw)
         who = await _authenticate(services, route, signed)
         if route.edge_input is not None:
             schema.validate(route.edge_input, body, where="body")
-        query = request.query_params if request.scope.get("query_string") else None
+        query_string = scope.get("query_string")
+        query = QueryParams(query_string) if query_string else None
         call = Call(
             route.name,
             params,
@@ -261,12 +306,12 @@ def endpoint(route: Route, services: Services) -> Endpoint:
             scope_body=route.scope_body,
             request=signed if route.own_auth else None,
             query_items=() if query is None else tuple(query.multi_items()),
-            headers=dict(request_headers(request.scope)),
+            headers=dict(request_headers(scope)),
         )
         if route.scopes is not None and not route.loads:
             call.authorize()
         if route.long_poll:
-            result = await _run_watching_disconnect(request, call, route)
+            result = await _run_watching_disconnect(receive, call, route)
         else:
             result = await route.handler(call)
         if route.scopes is not None and not call.authorized:
@@ -277,7 +322,10 @@ def endpoint(route: Route, services: Services) -> Endpoint:
             return StreamAnswer(result)
         return json_response(result)
 
-    return Endpoint(route.name, handle)
+
+def endpoint(route: Route, services: Services) -> Endpoint:
+    """The route's handler, wrapped in the checks every call gets (see `Endpoint`)."""
+    return Endpoint(route, services)
 
 
 async def not_found(request: Request, exc: Exception) -> Response:
@@ -316,9 +364,23 @@ def service_tables() -> dict[str, list[Route]]:
     }
 
 
-class _App(Starlette):
-    """Starlette without its outermost `ServerErrorMiddleware`: `metrics.Timing` answers every
-    exception before the answer begins, and one after goes on to the server either way."""
+class App(Starlette):
+    """The app: Starlette, with a front of its own that every HTTP request goes through first.
+
+    The front does what middleware would, in one layer: it applies a trusted proxy's headers (see
+    `trust_proxies()`), asks `shedding.Shedding` whether the request may come in, times its
+    answer (`metrics.Metrics.observe`) and answers any exception that is no `TaskyardError` as an
+    incident (`errors.answer_unexpected`) before the answer begins; one after goes on to the server,
+    which logs it and closes the connection. It then finds the request's route (`IndexedRouter`):
+    an API route's `Endpoint` is answered at once, its `TaskyardError`s rendered as Starlette's
+    handler renders them; anything else (the UI, blobs, a route taking another method: 405...)
+    goes through Starlette's `ExceptionMiddleware` and router, as before. Starlette's own
+    `ServerErrorMiddleware` is left out: the front answers unexpected errors."""
+
+    shedding: shedding.Shedding
+    metrics: metrics.Metrics
+    api_router: IndexedRouter
+    proxy: ASGIApp | None = None
 
     def build_middleware_stack(self) -> ASGIApp:
         app: ASGIApp = ExceptionMiddleware(self.router, handlers=self.exception_handlers, debug=self.debug)
@@ -326,8 +388,85 @@ class _App(Starlette):
             app = cls(app, *args, **kwargs)
         return app
 
+    def trust_proxies(self, hosts: list[str] | str) -> None:
+        """Take the scheme and the client's address from the `X-Forwarded-Proto` and `-For` headers
+        of requests from `hosts`, as uvicorn's `ProxyHeadersMiddleware` does (it is that
+        middleware, called only for requests that carry one of those headers)."""
+        self.proxy = cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, _nothing), trusted_hosts=hosts))
 
-def build_app(services: Services) -> Starlette:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope["app"] = self
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        if self.proxy is not None:
+            headers = request_headers(scope)
+            if "x-forwarded-proto" in headers or "x-forwarded-for" in headers:
+                await self.proxy(scope, receive, send)
+        kind = shedding.kind_of(scope["method"], scope["path"])
+        refusal = self.shedding.admit(kind)
+        if refusal is not None:  # refusing is cheap: not timed
+            await refusal(scope, receive, send)
+            return
+        waits = WAIT_TIMEOUT.set(self.shedding.limits.db_wait_timeout) if kind == "request" else None
+        try:
+            await self._timed(scope, receive, send)
+        finally:
+            if waits is not None:
+                WAIT_TIMEOUT.reset(waits)
+            self.shedding.leave(kind)
+
+    async def _timed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started, status = time.perf_counter(), 0  # 0: the answer has not begun
+        try:
+            point = self._endpoint(scope)
+            if point is not None:
+                try:
+                    answer = await point.answer(scope, receive, scope["path_params"])
+                except TaskyardError as error:
+                    answer = render_for(error, scope)
+                status = answer.status_code
+                await answer(scope, receive, send)
+            else:
+
+                async def timed(message: Message) -> None:
+                    nonlocal status
+                    if message["type"] == "http.response.start":
+                        status = int(message["status"])
+                    await send(message)
+
+                if self.middleware_stack is None:
+                    self.middleware_stack = self.build_middleware_stack()
+                await self.middleware_stack(scope, receive, timed)
+        except Exception:
+            if status:  # the answer had begun (a live-log stream): the server logs it, closes the connection
+                raise
+            status = 500
+            await answer_unexpected(scope, receive, send)
+        finally:
+            template = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.observe(template, scope["method"], status or 500, time.perf_counter() - started)
+
+    def _endpoint(self, scope: Scope) -> Endpoint | None:
+        """The API endpoint taking the request, its route and parameters put in `scope` as
+        Starlette's router puts them; None for any other route, or none."""
+        found = self.api_router.find(scope)
+        if found is None:
+            return None
+        route, child = found
+        point, methods = getattr(route, "endpoint", None), getattr(route, "methods", None) or ()
+        if not isinstance(point, Endpoint) or scope["method"] not in methods:
+            return None
+        scope["route"] = route
+        scope.update(child)
+        return point
+
+
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
+    """The app `trust_proxies()` gives uvicorn's middleware: the front goes on by itself."""
+
+
+def build_app(services: Services) -> App:
     """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
     routes = (
         blobs.routes(services.queue) + livelog_v1.routes(services.queue) + azure_queue.routes(services.queue)
@@ -347,19 +486,13 @@ def build_app(services: Services) -> Starlette:
     routes += measured.routes()
     shed = shedding.Counts()
     measured.registry.register(shedding.CountsCollector(shed))
-    app = _App(
-        routes=routes,
-        exception_handlers={**HANDLERS, 404: not_found, 405: not_found},
-        middleware=[
-            Middleware(shedding.Shedding, limits=services.limits, counts=shed),  # first: refusing is cheap
-            Middleware(metrics.Timing, metrics=measured),  # unexpected errors too
-        ],
-    )
-    app.state.metrics = measured
+    app = App(routes=routes, exception_handlers={**HANDLERS, 404: not_found, 405: not_found})
+    app.shedding = shedding.Shedding(services.limits, shed)
+    app.metrics = app.state.metrics = measured
     app.state.ui = ui
     # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
-    app.router = IndexedRouter(routes, redirect_slashes=False)
+    app.router = app.api_router = IndexedRouter(routes, redirect_slashes=False)
     return app
 
 
-__all__ = ["Services", "build_app", "dates", "service_tables"]
+__all__ = ["App", "Services", "build_app", "dates", "service_tables"]

@@ -4,9 +4,10 @@ wait, and a 500 with an incident id for anything unexpected.
 
 `build_app()` registers them once for the whole app: `HANDLERS` with Starlette by exception
 class (every `TaskyardError`; the router's 404 and 405 go to `app.not_found()`, which renders
-here too), and `answer_unexpected()` for every other exception (the middleware `metrics.Timing`
-calls it). A route says what its error bodies' `requestInfo` tells of the call by calling
-`describe()` with a `CallInfo` before it does anything that may fail.
+here too; an API endpoint the app's front answers itself goes to `render_for()`), and
+`answer_unexpected()` for every other exception (the front, `app.App`, calls it). A route says
+what its error bodies' `requestInfo` tells of the call by calling `describe()` with a `CallInfo`
+before it does anything that may fail.
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ NO_CALL = CallInfo("")  # a request no route took: an unknown path, a method no 
 def describe(request: Request, info: CallInfo) -> None:
     """Let the error renderers say what call `request` is (see `CallInfo`)."""
     request.scope[_SCOPE_KEY] = info
+
+
+def describe_call(scope: Scope, info: CallInfo) -> None:
+    """`describe()`, given the request's ASGI scope."""
+    scope[_SCOPE_KEY] = info
 
 
 def _described(scope: Scope) -> CallInfo:
@@ -92,9 +98,14 @@ def _json(body: dict[str, Any], status: int, headers: dict[str, str]) -> Respons
     return Response(orjson.dumps(body), status, headers, media_type="application/json")
 
 
+def render_for(error: TaskyardError, scope: Scope) -> Response:
+    """`render()` for the call the request's scope was described as (`describe()`)."""
+    return render(error, _described(scope))
+
+
 async def _taskyard_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, TaskyardError)
-    return render(exc, _described(request.scope))
+    return render_for(exc, request.scope)
 
 
 HANDLERS: dict[Any, ExceptionHandler] = {TaskyardError: _taskyard_error}
@@ -104,9 +115,9 @@ HANDLERS: dict[Any, ExceptionHandler] = {TaskyardError: _taskyard_error}
 async def answer_unexpected(scope: Scope, receive: Receive, send: Send) -> None:
     """Answer an exception that is no `TaskyardError`, a bug, before the answer began: log it once,
     with its traceback and a new incident id, and answer 500 with that id. Nothing is raised on to
-    the server, which would log it a second time. `metrics.Timing` calls it, around the whole app;
-    an exception after the answer began (a live-log stream) can't be answered: it goes on to the
-    server, which logs it and closes the connection."""
+    the server, which would log it a second time. The app's front (`app.App`) calls it, around the
+    whole app; an exception after the answer began (a live-log stream) can't be answered: it goes
+    on to the server, which logs it and closes the connection."""
     incident = slugid.nice()
     request = Request(scope)
     log.exception("incident %s: %s %s failed", incident, request.method, request.url.path)

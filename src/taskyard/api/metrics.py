@@ -25,9 +25,7 @@ from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from taskyard.api import errors
 from taskyard.events.feed import EventFeed
 from taskyard.model import dates
 from taskyard.queue import service
@@ -159,6 +157,17 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
         )
         self._clock = clock
+        self._timed: dict[tuple[str, str, int], Histogram] = {}  # the latency's children, by labels
+
+    def observe(self, template: str, method: str, status: int, seconds: float) -> None:
+        """One request's time to its answer's end, in the latency histogram: labelled by the route's
+        template (`/api/queue/v1/task/{taskId}`), never the raw path, so that the label set stays
+        bounded (`unmatched` for requests no route took), its method and its status class."""
+        key = (template, method, status // 100)
+        child = self._timed.get(key)
+        if child is None:
+            child = self._timed[key] = self.latency.labels(template, method, f"{status // 100}xx")
+        child.observe(seconds)
 
     async def render(self) -> bytes:
         """The text exposition; the database is asked again only when the snapshot is stale."""
@@ -172,41 +181,3 @@ class Metrics:
             return Response(await self.render(), media_type=CONTENT_TYPE_LATEST)
 
         return [StarletteRoute("/metrics", metrics, methods=["GET"])]
-
-
-class Timing:
-    """ASGI middleware: every HTTP request's time to its answer's end, in the latency histogram;
-    and any exception that is no `TaskyardError` answered as an incident (`errors.answer_unexpected`),
-    in the same layer and with the same watch on the answer, which is timed too.
-
-    Labelled by the route's template (`/api/queue/v1/task/{taskId}`), never the raw path, so the
-    label set stays bounded; requests no route matched are `unmatched`.
-    """
-
-    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started, status = time.perf_counter(), 0  # 0: the answer has not begun
-
-        async def timed(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, timed)
-        except Exception:
-            if status:  # the answer had begun (a live-log stream): the server logs it, closes the connection
-                raise
-            await errors.answer_unexpected(scope, receive, timed)
-        finally:
-            route = scope.get("route")
-            template = getattr(route, "path", None) or "unmatched"
-            labels = (template, scope["method"], f"{(status or 500) // 100}xx")
-            self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)

@@ -82,6 +82,7 @@ class _Index:
         self.decoded: dict[str, list[tuple[int, BaseRoute]]] = {}
         self.raw: dict[str, list[tuple[int, BaseRoute]]] = {}
         self.always: list[tuple[int, BaseRoute]] = []
+        self.merged: dict[tuple[tuple[str, ...], tuple[str, ...]], list[BaseRoute]] = {}  # by keys found
         for i, route in enumerate(routes):
             key = _key(route.path.split("{", 1)[0]) if isinstance(route, StarletteRoute | Mount) else ""
             if not key:  # another kind of route, or one mounted at the root
@@ -94,16 +95,21 @@ class _Index:
         return routes is self.routes and len(routes) == self.count
 
     def candidates(self, scope: Scope) -> list[BaseRoute]:
-        lists = [self.always] if self.always else []
-        lists += [found for p in _prefixes(get_route_path(scope)) if (found := self.decoded.get(p))]
+        """The routes that could match, in the app's order; merged once per set of keys found
+        (a set of the routes' own keys, so there are only so many)."""
+        path = get_route_path(scope)
+        decoded = tuple(p for p in _prefixes(path) if p in self.decoded)
+        raw: tuple[str, ...] = ()
         if self.raw:
-            raw = raw_route_path(scope)
-            for p in _prefixes(get_route_path(scope) if raw is None else raw):
-                if found := self.raw.get(p):
-                    lists.append(found)
-        if len(lists) == 1:
-            return [route for _, route in lists[0]]
-        return [route for _, route in heapq.merge(*lists, key=lambda item: item[0])]
+            sent = raw_route_path(scope)
+            raw = tuple(p for p in _prefixes(path if sent is None else sent) if p in self.raw)
+        found = self.merged.get((decoded, raw))
+        if found is None:
+            lists = [self.always] if self.always else []
+            lists += [self.decoded[p] for p in decoded] + [self.raw[p] for p in raw]
+            merged = heapq.merge(*lists, key=lambda item: item[0])
+            found = self.merged[(decoded, raw)] = [route for _, route in merged]
+        return found
 
 
 class IndexedRouter(Router):
@@ -134,7 +140,10 @@ class IndexedRouter(Router):
         if index is None or not index.current(self.routes):  # routes added since: index them again
             index = self._index = _Index(self.routes)
         partial: tuple[BaseRoute, Scope] | None = None
+        path = get_route_path(scope)
         for route in index.candidates(scope):
+            if type(route) is StarletteRoute and route.path_regex.match(path) is None:
+                continue  # what its `matches()` would find first, without the call
             match, child_scope = route.matches(scope)
             if match is Match.FULL:
                 return route, child_scope

@@ -1,7 +1,8 @@
 """Load shedding: what one API process takes at once, and how it refuses the rest cheaply.
 
-`Shedding` is the outermost ASGI middleware. It sorts each HTTP request into one of four kinds by
-its method and path alone, before the body is read or the caller authenticated:
+`Shedding` is asked first, by the app's front (`api/app.py`). It sorts each HTTP request into
+one of four kinds by its method and path alone, before the body is read or the caller
+authenticated:
 
 - ping and the heartbeats (`GET /api/<service>/v1/ping`, `__heartbeat__`, `__lbheartbeat__`):
   never counted, never refused, so a health check answers as long as the process is alive;
@@ -38,7 +39,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, render
 from taskyard.model.errors import Unavailable
-from taskyard.storage.port import WAIT_TIMEOUT
 
 _PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
@@ -109,57 +109,44 @@ class CountsCollector(Collector):
 
 
 class Shedding:
-    """ASGI middleware bounding the requests in flight (see the module's docstring)."""
+    """The bounds on what one process has in flight (see the module's docstring). The app's front
+    (`api/app.py`'s `App`) asks `admit()` of every HTTP request, before anything else is done
+    with it, and calls `leave()` once it is answered."""
 
-    def __init__(self, app: ASGIApp, limits: Limits, counts: Counts) -> None:
-        self.app = app
+    def __init__(self, limits: Limits, counts: Counts) -> None:
         self.limits = limits
         self.counts = counts
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        kind = kind_of(scope["method"], scope["path"])
-        if kind == "long_poll":
-            await self._long_poll(scope, receive, send)
-        elif kind == "request":
-            await self._request(scope, receive, send)
-        else:
-            await self.app(scope, receive, send)
+    def admit(self, kind: str) -> ASGIApp | None:
+        """Count a request of `kind` (`kind_of()`) in: None, or the answer that turns it away."""
+        counts = self.counts
+        if kind == "request":
+            bound = self.limits.max_in_flight
+            if bound and counts.in_flight >= bound:
+                counts.refused += 1
+                error = Overloaded(
+                    f"this server has {counts.in_flight} requests in flight, the most it takes at once; "
+                    "nothing was done: send the request again after Retry-After seconds"
+                )
+                return render(error, CallInfo(""))
+            counts.in_flight += 1
+        elif kind == "long_poll":
+            bound = self.limits.max_long_polls
+            if bound and counts.long_polls >= bound:
+                counts.emptied += 1
+                return _answer_empty
+            counts.long_polls += 1
+        return None
 
-    async def _request(self, scope: Scope, receive: Receive, send: Send) -> None:
-        bound, counts = self.limits.max_in_flight, self.counts
-        if bound and counts.in_flight >= bound:
-            counts.refused += 1
-            error = Overloaded(
-                f"this server has {counts.in_flight} requests in flight, the most it takes at once; "
-                "nothing was done: send the request again after Retry-After seconds"
-            )
-            await render(error, CallInfo(""))(scope, receive, send)
-            return
-        counts.in_flight += 1
-        waits = WAIT_TIMEOUT.set(self.limits.db_wait_timeout)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            WAIT_TIMEOUT.reset(waits)
-            counts.in_flight -= 1
-
-    async def _long_poll(self, scope: Scope, receive: Receive, send: Send) -> None:
-        bound, counts = self.limits.max_long_polls, self.counts
-        if bound and counts.long_polls >= bound:
-            counts.emptied += 1
-            await _answer_empty(send)
-            return
-        counts.long_polls += 1
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            counts.long_polls -= 1
+    def leave(self, kind: str) -> None:
+        """A request `admit()` let in has been answered."""
+        if kind == "request":
+            self.counts.in_flight -= 1
+        elif kind == "long_poll":
+            self.counts.long_polls -= 1
 
 
-async def _answer_empty(send: Send) -> None:
+async def _answer_empty(scope: Scope, receive: Receive, send: Send) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(_EMPTY_CLAIM)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": _EMPTY_CLAIM})

@@ -18,9 +18,8 @@ from dataclasses import dataclass
 from types import FrameType
 
 import uvicorn
-from starlette.applications import Starlette
 
-from taskyard.api.app import Services, build_app
+from taskyard.api.app import App, Services, build_app
 from taskyard.api.shedding import Limits
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
@@ -51,7 +50,7 @@ class Deployment:
     """A started server: the app that serves its API, and the live-log followers and event streams
     to end first when it stops."""
 
-    app: Starlette
+    app: App
     live_log_followers: Followers
     event_feed: EventFeed
 
@@ -227,17 +226,22 @@ async def serve(
         except Exception as exc:
             raise start_up_failure(exc, config.db_url) from None
         local_worker = None if worker is None else _LocalWorker(worker, lock)
+        served = uvicorn.Config(
+            deployment.app,
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",  # the deployment is open before the server starts
+            http=with_head_timeout(config.head_timeout),  # httptools, hanging up on slow request heads
+            timeout_keep_alive=config.keep_alive_timeout,
+            # The app applies X-Forwarded-Proto/-For itself, for the hosts uvicorn would trust
+            # (FORWARDED_ALLOW_IPS, else 127.0.0.1 and ::1), and only when a request carries one.
+            proxy_headers=False,
+        )
+        deployment.app.trust_proxies(served.forwarded_allow_ips)
         server = _Server(
-            uvicorn.Config(
-                deployment.app,
-                host=config.host,
-                port=config.port,
-                log_level="warning",
-                access_log=False,
-                lifespan="off",  # the deployment is open before the server starts
-                http=with_head_timeout(config.head_timeout),  # httptools, hanging up on slow request heads
-                timeout_keep_alive=config.keep_alive_timeout,
-            ),
+            served,
             deployment,
             close_deployment=stack.aclose,
             local_worker=local_worker,
