@@ -440,3 +440,13 @@ def test_insufficient_scopes_message_for_an_anonymous_caller() -> None:
         "This request requires Taskcluster credentials that satisfy the following scope expression:\n\n"
         '```\n{\n  "AllOf": []\n}\n```'
     )
+
+
+def test_a_template_split_once_is_filled_anew_for_every_call() -> None:
+    # `_fill` memoizes how a template splits around its placeholders, never the values.
+    template = "queue:create-task:<priority>:<taskQueueId>"
+    assert scopes.render(template, {"priority": "low", "taskQueueId": "p/a"}) == "queue:create-task:low:p/a"
+    assert scopes.render(template, {"priority": "high", "taskQueueId": "p/b"}) == "queue:create-task:high:p/b"
+    assert scopes.render("<a><b>", {"a": "<b>", "b": 1}) == "<b>1"
+    with pytest.raises(scopes.TemplateError, match="'taskQueueId' is missing"):
+        scopes.render(template, {"priority": "low"})

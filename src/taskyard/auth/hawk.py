@@ -290,7 +290,7 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
         _check_payload_hash(attrs["hash"], req)
     if ctx.seen is not None:
         _check_not_replayed(ctx.seen, attrs["mac"], attrs["ts"], ctx.now_ms)
-    return replace(_result(creds, via_bewit=False), payload_hash=attrs.get("hash") or None)
+    return _result(creds, via_bewit=False, payload_hash=attrs.get("hash") or None)
 
 
 def parse_authorization_header(header: str) -> dict[str, str]:
@@ -421,9 +421,11 @@ def calculate_mac(kind: str, key: str, a: MacInput) -> str:
     """base64 HMAC-SHA256 of hawk's normalized string; `kind` is "header" or "bewit"."""
     # hawk escapes only the first backslash and newline of ext (JS string replace).
     ext = a.ext.replace("\\", "\\\\", 1).replace("\n", "\\n", 1)
-    lines = [f"hawk.1.{kind}", a.ts, a.nonce, a.method.upper(), a.resource, a.host.lower(), str(a.port)]
-    lines += [a.hash, ext] + ([a.app, a.dlg] if a.app else [])
-    return _hmac_b64(key, "".join(line + "\n" for line in lines))
+    text = (
+        f"hawk.1.{kind}\n{a.ts}\n{a.nonce}\n{a.method.upper()}\n{a.resource}\n{a.host.lower()}\n{a.port}\n"
+        f"{a.hash}\n{ext}\n" + (f"{a.app}\n{a.dlg}\n" if a.app else "")
+    )
+    return _hmac_b64(key, text)
 
 
 def payload_hash(body: bytes, content_type: str) -> str:
@@ -439,7 +441,7 @@ def _media_type(content_type: str) -> str:
 
 
 def _hmac_b64(key: str, message: str, *, urlsafe: bool = False) -> str:
-    mac = hmac.new(key.encode(), message.encode(), hashlib.sha256).digest()
+    mac = hmac.digest(key.encode(), message.encode(), "sha256")  # one call into OpenSSL
     return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(mac).decode()
 
 
@@ -638,13 +640,14 @@ def _with_anonymous(scopes: Sequence[str]) -> tuple[str, ...]:
     return tuple(scopes) if ANONYMOUS in scopes else (*scopes, ANONYMOUS)
 
 
-def _result(creds: _Credentials, *, via_bewit: bool) -> Authenticated:
+def _result(creds: _Credentials, *, via_bewit: bool, payload_hash: str | None = None) -> Authenticated:
     return Authenticated(
         client_id=creds.client_id,
         scopes=creds.scopes,
         authorized_scopes=creds.authorized_scopes,
         via_bewit=via_bewit,
         expires_ms=creds.expires_ms,
+        payload_hash=payload_hash,
     )
 
 

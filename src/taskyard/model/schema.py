@@ -13,11 +13,12 @@ can't blow up the message.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn, TypeGuard
 
 from taskyard.model import dates, errors
@@ -254,10 +255,16 @@ class _Boolean(Schema):
 @dataclass(frozen=True)
 class _Enum(Schema):
     values: tuple[object, ...]
+    frozen: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frozen", tuple(_freeze(allowed) for allowed in self.values))
 
     def check(self, value: object, path: str) -> None:
+        if isinstance(value, str) and ("string", value) in self.frozen:
+            return  # the common case, without freezing the value
         key = _freeze(value)
-        if not any(_freeze(allowed) == key for allowed in self.values):
+        if not any(allowed == key for allowed in self.frozen):
             _fail(path, "must be one of: " + ", ".join(_show(v) for v in self.values))
 
     def json(self) -> dict[str, object]:
@@ -430,6 +437,7 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern)
 
 
+@functools.lru_cache(maxsize=4096)  # mostly the schemas' own property names under a few paths
 def _child(path: str, key: str) -> str:
     if _SIMPLE_KEY.fullmatch(key):
         return f"{path}.{key}"

@@ -9,6 +9,7 @@ Role expansion lives in `roles.py`; nothing here expands roles.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -182,7 +183,18 @@ def render(template: Template, params: Mapping[str, object]) -> Expression | Non
 
 
 def _fill(text: str, params: Mapping[str, object]) -> str:
-    return _PARAM_RE.sub(lambda match: _value(params, match.group(1)), text)
+    pieces = _pieces(text)
+    if len(pieces) == 1:
+        return text  # no placeholder
+    # Literal text at the even places, parameter names at the odd ones.
+    return "".join(piece if i % 2 == 0 else _value(params, piece) for i, piece in enumerate(pieces))
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces(text: str) -> tuple[str, ...]:
+    """`text` split around its `<name>` placeholders: literal, name, literal, ..., literal. The
+    templates are the route tables' own strings, so each is split once."""
+    return tuple(_PARAM_RE.split(text))
 
 
 def _value(params: Mapping[str, object], name: str) -> str:
@@ -206,6 +218,9 @@ def _template_operator(template: Mapping[str, Any]) -> tuple[str, list[Any]]:
 def _render_items(items: list[Any], params: Mapping[str, object]) -> Iterator[Expression]:
     """The rendered members of an AllOf/AnyOf list: `for` spreads, a false `if` drops out."""
     for item in items:
+        if isinstance(item, str):  # the usual item, without the Mapping check
+            yield _fill(item, params)
+            continue
         if isinstance(item, Mapping) and "for" in item:
             yield from _render_for(item, params)
             continue
