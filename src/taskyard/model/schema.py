@@ -145,6 +145,7 @@ def date_time() -> Schema:
     return _DateTime()
 
 
+@functools.lru_cache(maxsize=4096)  # a createTask reads each of its dates more than once
 def to_millis(value: str) -> Millis:
     """The instant named by a string that `date_time()` accepts; raises ValueError for others.
 
@@ -312,15 +313,18 @@ class _Object(Schema):
     def check(self, value: object, path: str) -> None:
         if not isinstance(value, dict):
             _fail(path, _wrong_type("object", value))
-        if not all(isinstance(key, str) for key in value):
-            _fail(path, "must have only string keys")
-        extra = sorted(key for key in value if key not in self.properties)
+        properties = self.properties
+        extra = [key for key in value if key not in properties]  # every key that is not a string too
+        if extra:
+            if not all(isinstance(key, str) for key in extra):
+                _fail(path, "must have only string keys")
+            extra.sort()
         # Every problem at once, so that a client fixes its body in one go.
         problems: list[str] = []
         if self.additional is False:
             problems += [f"{_child(path, key)} is not allowed (unknown property)" for key in extra]
         problems += [f"{_child(path, name)} is required" for name in self.required if name not in value]
-        for name, rule in self.properties.items():
+        for name, rule in properties.items():
             if name in value:
                 _attempt(problems, rule, value[name], _child(path, name))
         if isinstance(self.additional, Schema):
