@@ -504,7 +504,7 @@ def _parse_ext(value: str) -> _Ext:
     try:
         text = value.replace("-", "+").replace("_", "/").rstrip("=")
         raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-        parsed = json.loads(raw.decode("utf-8", "replace"), parse_constant=_reject_constant)
+        parsed = _JSON.decode(raw.decode("utf-8", "replace"))
     except (ValueError, binascii.Error):
         raise AuthenticationFailed("Failed to parse ext") from None
     if not isinstance(parsed, dict):  # JSON that is not an object carries no fields
@@ -516,7 +516,7 @@ def _decode_certificate(cert: Any) -> Any:
     # Beyond TaskCluster: also take the certificate as the JSON string clients store it as.
     if isinstance(cert, str) and cert:
         try:
-            decoded = json.loads(cert, parse_constant=_reject_constant)
+            decoded = _JSON.decode(cert)
         except ValueError:
             return cert  # refused later as "must be a JSON object", in TaskCluster's order
         return decoded if isinstance(decoded, dict) else cert
@@ -525,6 +525,12 @@ def _decode_certificate(cert: Any) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# json.loads(text, parse_constant=...) and json.dumps(value, separators=...) build a decoder or
+# an encoder per call; one of each serves every call.
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def _issuer_of(cert: Any, name: str) -> str:
@@ -717,7 +723,7 @@ def temporary_credentials(  # positional as the queue calls it: the one exceptio
     return {
         "clientId": client_id or issuer_client_id,
         "accessToken": derive_access_token(issuer_access_token, seed),
-        "certificate": json.dumps(cert, separators=(",", ":")),
+        "certificate": _COMPACT_JSON.encode(cert),
     }
 
 
