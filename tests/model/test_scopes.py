@@ -450,3 +450,16 @@ def test_a_template_split_once_is_filled_anew_for_every_call() -> None:
     assert scopes.render("<a><b>", {"a": "<b>", "b": 1}) == "<b>1"
     with pytest.raises(scopes.TemplateError, match="'taskQueueId' is missing"):
         scopes.render(template, {"priority": "low"})
+
+
+def test_a_tuple_of_held_scopes_is_indexed_once_and_answers_for_itself_only() -> None:
+    # Tuples (a caller's expanded scopes) share one index; another tuple gets its own.
+    held = ("queue:create-task:*", "assume:anonymous")
+    assert scopes._index(held) is scopes._index(tuple(held))
+    assert scopes.satisfies_all(held, ["queue:create-task:lowest:p/w"])
+    assert not scopes.satisfies_all(("queue:create-task:lowest:p/x",), ["queue:create-task:lowest:p/w"])
+    assert scopes.satisfies_expression(("a",), {"AnyOf": ["a", "b"]})
+    assert not scopes.satisfies_expression(("c",), {"AnyOf": ["a", "b"]})
+    assert scopes.remove_given_scopes(("a",), {"AllOf": ["a", "b"]}) == "b"
+    assert scopes.scopes_satisfying(("a*",), {"AllOf": ["ab", "ac"]}) == ["ab", "ac"]
+    assert scopes.satisfies_all(["x*"], ["xy"]) and not scopes.satisfies_all(iter(["x"]), ["xy"])

@@ -57,6 +57,16 @@ class _Held:
         return False
 
 
+def _index(held: Iterable[str]) -> _Held:
+    """`held` indexed; a tuple (a caller's expanded scopes, an issuer's) is indexed once."""
+    return _indexed_tuple(held) if isinstance(held, tuple) else _Held(held)
+
+
+@functools.lru_cache(maxsize=1024)
+def _indexed_tuple(held: tuple[str, ...]) -> _Held:
+    return _Held(held)
+
+
 def satisfies(held: Iterable[str], required: str) -> bool:
     """Whether some scope of `held` satisfies the scope `required` (no role expansion)."""
     return any(
@@ -66,7 +76,7 @@ def satisfies(held: Iterable[str], required: str) -> bool:
 
 def satisfies_all(held: Iterable[str], required: Iterable[str]) -> bool:
     """Whether `held` satisfies every scope of `required`."""
-    index = _Held(held)
+    index = _index(held)
     return all(index.satisfies(scope) for scope in required)
 
 
@@ -97,7 +107,7 @@ def validate_expression(expr: object) -> None:
 
 def satisfies_expression(held: Iterable[str], expr: Expression) -> bool:
     """Whether `held` satisfies `expr`: `AllOf: []` always does, `AnyOf: []` never."""
-    return _satisfied(_Held(held), expr)
+    return _satisfied(_index(held), expr)
 
 
 def _satisfied(held: _Held, expr: Expression) -> bool:
@@ -115,7 +125,7 @@ def scopes_satisfying(held: Iterable[str], expr: Expression) -> list[str] | None
     None when `held` does not satisfy `expr`.
     """
     used: list[str] = []
-    if not _collect(_Held(held), expr, used):
+    if not _collect(_index(held), expr, used):
         return None
     return normalize(used)
 
@@ -142,7 +152,7 @@ def _collect(held: _Held, expr: Expression, used: list[str]) -> bool:
 
 def remove_given_scopes(held: Iterable[str], expr: Expression) -> Expression | None:
     """What of `expr` is left unsatisfied by `held` (the 403's `unsatisfied`); None when nothing is."""
-    return _simplify(_Held(held), expr)
+    return _simplify(_index(held), expr)
 
 
 def _simplify(held: _Held, expr: Expression) -> Expression | None:
