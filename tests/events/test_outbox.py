@@ -9,10 +9,12 @@ from collections.abc import Sequence
 
 import pytest
 
+from taskyard.events import log as event_log
+from taskyard.events.feed import EventFeed
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
-from taskyard.events.port import BusUnavailable
-from taskyard.events.profiles import TC_PREFIX
+from taskyard.events.port import BusUnavailable, Envelope
+from taskyard.events.profiles import TC_PREFIX, Profiles
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import Message
 from taskyard.queue import tasks
@@ -88,3 +90,76 @@ async def test_the_relay_waits_for_an_unavailable_bus_quietly(
         with contextlib.suppress(asyncio.CancelledError):
             await running
         await bus.close()
+
+
+class RecordingBus(MemoryBus):
+    def __init__(self) -> None:
+        super().__init__()
+        self.published: list[Message] = []
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        self.published += messages
+        await super().publish(messages)
+
+
+async def test_the_event_log_holds_what_the_bus_was_given(
+    queue: Queue, storage: Storage, clock: FakeClock
+) -> None:
+    # The relay logs the outbox's text as it is, without decoding and encoding it again.
+    bus = RecordingBus()
+    relay = OutboxRelay(storage, bus, clock=clock)
+    await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+    assert await relay.relay_once() == 2
+    async with storage.reader() as session:
+        logged = await event_log.read(session, 0, 2**62, 10)
+    assert [entry.message for entry in logged] == bus.published
+    assert [m.exchange for m in bus.published] == ["task-defined", "task-pending"]
+    await bus.close()
+
+
+class CountingProfiles(Profiles):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mapped = 0
+
+    def map(self, message: Message) -> list[Envelope]:
+        self.mapped += 1
+        return super().map(message)
+
+
+async def test_the_memory_bus_maps_a_message_only_for_subscribers() -> None:
+    profiles = CountingProfiles()
+    bus = MemoryBus(profiles)
+    message = Message("task-pending", "primary.k", {"status": {}}, ["route.r"])
+    await bus.publish([message])
+    await bus.flush()
+    assert profiles.mapped == 0  # nobody listens: nothing to map
+    got: list[Envelope] = []
+    await bus.publish([message])
+    bus.subscribe(TC_PREFIX + "task-pending", "route.#", got.append)  # before the dispatcher runs
+    await bus.flush()
+    assert profiles.mapped == 1
+    assert got == [Envelope(TC_PREFIX + "task-pending", "primary.k", {"status": {}}, ["route.r"])]
+    await bus.close()
+
+
+async def test_a_feed_without_followers_skips_to_the_end_of_the_log(
+    queue: Queue, storage: Storage, clock: FakeClock
+) -> None:
+    feed = EventFeed(storage, Profiles(), poll_seconds=60.0)
+    relay = OutboxRelay(storage, MemoryBus(), clock=clock)
+    await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+    await relay.relay_once()
+    async with storage.reader() as session:
+        newest = (await event_log.end(session)).newest
+    await feed.catch_up()
+    assert feed.position == newest
+    follower = feed.follow([(TC_PREFIX + "task-defined", "#")])  # from here on, every event is handed on
+    task_id = new_id()
+    await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
+    await relay.relay_once()
+    await feed.catch_up()
+    items = await follower.next(0)
+    assert [item.envelope.routing_key.split(".")[1] for item in items] == [task_id]
+    assert feed.position == newest + 2
+    feed.leave(follower)

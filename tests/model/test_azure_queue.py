@@ -111,3 +111,14 @@ def test_xml_bodies() -> None:
     assert (
         "RequestId:rid" in error.findtext("Message", "") and error.findtext("QueryParameterValue") == "<33>"
     )
+
+
+def test_message_ids_are_random_uuids_written_as_uuid_writes_them() -> None:
+    import uuid
+
+    ids = {azure_queue.new_message_id() for _ in range(200)}
+    assert len(ids) == 200
+    for message_id in ids:
+        parsed = uuid.UUID(message_id)
+        assert str(parsed) == message_id and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+        assert azure_queue.could_be_message_id(message_id)

@@ -308,3 +308,21 @@ def test_random_role_sets(seed: int) -> None:
         assert scopes.satisfies_all(expanded, given)  # includes its input
         assert scopes.satisfies_all(indexed.expand(given + extra), expanded)  # monotone
         assert expanded == scopes.normalize(expanded)
+
+
+def test_scopes_no_role_applies_to_join_the_memoized_expansion() -> None:
+    indexed = roles.RoleSet([roles.Role("anonymous", ("queue:ping",)), roles.Role("worker*", ("w:<..>",))])
+    given = ["assume:anonymous", "queue:resolve-task:abc/0", "queue:*"]
+    assert indexed.expand(given) == ["assume:anonymous", "queue:*"]
+    assert indexed.expand(["assume:anonymous", "x:1"]) == ["assume:anonymous", "queue:ping", "x:1"]
+    assert indexed.expand(["x:2"]) == ["x:2"]
+    assert indexed.expand(["assume:worker-a", "x:3"]) == ["assume:worker-a", "w:-a", "x:3"]
+
+
+def test_a_scope_inert_in_one_role_set_expands_in_the_next() -> None:
+    # What counts as inert is the role set's own: new roles are a new RoleSet, with its own memo.
+    before = roles.RoleSet([roles.Role("anonymous", ())])
+    assert before.expand(["assume:new", "assume:anonymous"]) == ["assume:anonymous", "assume:new"]
+    after = roles.RoleSet([roles.Role("anonymous", ()), roles.Role("new", ("granted",))])
+    assert after.expand(["assume:new", "assume:anonymous"]) == ["assume:anonymous", "assume:new", "granted"]
+    assert before.expand(["assume:new", "assume:anonymous"]) == ["assume:anonymous", "assume:new"]

@@ -440,3 +440,26 @@ def test_insufficient_scopes_message_for_an_anonymous_caller() -> None:
         "This request requires Taskcluster credentials that satisfy the following scope expression:\n\n"
         '```\n{\n  "AllOf": []\n}\n```'
     )
+
+
+def test_a_template_split_once_is_filled_anew_for_every_call() -> None:
+    # `_fill` memoizes how a template splits around its placeholders, never the values.
+    template = "queue:create-task:<priority>:<taskQueueId>"
+    assert scopes.render(template, {"priority": "low", "taskQueueId": "p/a"}) == "queue:create-task:low:p/a"
+    assert scopes.render(template, {"priority": "high", "taskQueueId": "p/b"}) == "queue:create-task:high:p/b"
+    assert scopes.render("<a><b>", {"a": "<b>", "b": 1}) == "<b>1"
+    with pytest.raises(scopes.TemplateError, match="'taskQueueId' is missing"):
+        scopes.render(template, {"priority": "low"})
+
+
+def test_a_tuple_of_held_scopes_is_indexed_once_and_answers_for_itself_only() -> None:
+    # Tuples (a caller's expanded scopes) share one index; another tuple gets its own.
+    held = ("queue:create-task:*", "assume:anonymous")
+    assert scopes._index(held) is scopes._index(tuple(held))
+    assert scopes.satisfies_all(held, ["queue:create-task:lowest:p/w"])
+    assert not scopes.satisfies_all(("queue:create-task:lowest:p/x",), ["queue:create-task:lowest:p/w"])
+    assert scopes.satisfies_expression(("a",), {"AnyOf": ["a", "b"]})
+    assert not scopes.satisfies_expression(("c",), {"AnyOf": ["a", "b"]})
+    assert scopes.remove_given_scopes(("a",), {"AllOf": ["a", "b"]}) == "b"
+    assert scopes.scopes_satisfying(("a*",), {"AllOf": ["ab", "ac"]}) == ["ab", "ac"]
+    assert scopes.satisfies_all(["x*"], ["xy"]) and not scopes.satisfies_all(iter(["x"]), ["xy"])

@@ -271,26 +271,29 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
     if not all(attrs.get(k) for k in ("id", "ts", "nonce", "mac")):
         raise _hawk_error(_BAD_REQUEST, "Missing attributes")
     creds = await _load_credentials(attrs["id"], attrs.get("ext", ""), ctx)
-    artifacts = MacInput(
-        ts=attrs["ts"],
-        nonce=attrs["nonce"],
-        method=req.method,
-        resource=req.resource,
-        host=req.host,
-        port=req.port,
-        hash=attrs.get("hash", ""),
-        ext=attrs.get("ext", ""),
-        app=attrs.get("app", ""),
-        dlg=attrs.get("dlg", ""),
+    # MacInput's fields, without building one: this is every signed request's path.
+    get = attrs.get
+    normalized = _normalized(
+        "header",
+        attrs["ts"],
+        attrs["nonce"],
+        req.method,
+        req.resource,
+        req.host,
+        req.port,
+        get("hash", ""),
+        get("ext", ""),
+        get("app", ""),
+        get("dlg", ""),
     )
-    if not _equal(calculate_mac("header", creds.key, artifacts), attrs["mac"]):
+    if not _equal(_hmac_b64(creds.key, normalized), attrs["mac"]):
         raise _hawk_error(_UNAUTHORIZED, "Bad mac")
     _check_timestamp(attrs["ts"], ctx.now_ms)
     if attrs.get("hash") and ctx.check_payload:
         _check_payload_hash(attrs["hash"], req)
     if ctx.seen is not None:
         _check_not_replayed(ctx.seen, attrs["mac"], attrs["ts"], ctx.now_ms)
-    return replace(_result(creds, via_bewit=False), payload_hash=attrs.get("hash") or None)
+    return _result(creds, via_bewit=False, payload_hash=attrs.get("hash") or None)
 
 
 def parse_authorization_header(header: str) -> dict[str, str]:
@@ -419,11 +422,30 @@ def _decode_bewit(value: str) -> str:
 
 def calculate_mac(kind: str, key: str, a: MacInput) -> str:
     """base64 HMAC-SHA256 of hawk's normalized string; `kind` is "header" or "bewit"."""
+    text = _normalized(kind, a.ts, a.nonce, a.method, a.resource, a.host, a.port, a.hash, a.ext, a.app, a.dlg)
+    return _hmac_b64(key, text)
+
+
+def _normalized(
+    kind: str,
+    ts: str,
+    nonce: str,
+    method: str,
+    resource: str,
+    host: str,
+    port: int,
+    hash: str,
+    ext: str,
+    app: str,
+    dlg: str,
+) -> str:
+    """Hawk's normalized string, which the MAC signs."""
     # hawk escapes only the first backslash and newline of ext (JS string replace).
-    ext = a.ext.replace("\\", "\\\\", 1).replace("\n", "\\n", 1)
-    lines = [f"hawk.1.{kind}", a.ts, a.nonce, a.method.upper(), a.resource, a.host.lower(), str(a.port)]
-    lines += [a.hash, ext] + ([a.app, a.dlg] if a.app else [])
-    return _hmac_b64(key, "".join(line + "\n" for line in lines))
+    ext = ext.replace("\\", "\\\\", 1).replace("\n", "\\n", 1)
+    return (
+        f"hawk.1.{kind}\n{ts}\n{nonce}\n{method.upper()}\n{resource}\n{host.lower()}\n{port}\n"
+        f"{hash}\n{ext}\n" + (f"{app}\n{dlg}\n" if app else "")
+    )
 
 
 def payload_hash(body: bytes, content_type: str) -> str:
@@ -439,7 +461,7 @@ def _media_type(content_type: str) -> str:
 
 
 def _hmac_b64(key: str, message: str, *, urlsafe: bool = False) -> str:
-    mac = hmac.new(key.encode(), message.encode(), hashlib.sha256).digest()
+    mac = hmac.digest(key.encode(), message.encode(), "sha256")  # one call into OpenSSL
     return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(mac).decode()
 
 
@@ -502,7 +524,7 @@ def _parse_ext(value: str) -> _Ext:
     try:
         text = value.replace("-", "+").replace("_", "/").rstrip("=")
         raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-        parsed = json.loads(raw.decode("utf-8", "replace"), parse_constant=_reject_constant)
+        parsed = _JSON.decode(raw.decode("utf-8", "replace"))
     except (ValueError, binascii.Error):
         raise AuthenticationFailed("Failed to parse ext") from None
     if not isinstance(parsed, dict):  # JSON that is not an object carries no fields
@@ -514,7 +536,7 @@ def _decode_certificate(cert: Any) -> Any:
     # Beyond TaskCluster: also take the certificate as the JSON string clients store it as.
     if isinstance(cert, str) and cert:
         try:
-            decoded = json.loads(cert, parse_constant=_reject_constant)
+            decoded = _JSON.decode(cert)
         except ValueError:
             return cert  # refused later as "must be a JSON object", in TaskCluster's order
         return decoded if isinstance(decoded, dict) else cert
@@ -523,6 +545,12 @@ def _decode_certificate(cert: Any) -> Any:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
+
+
+# json.loads(text, parse_constant=...) and json.dumps(value, separators=...) build a decoder or
+# an encoder per call; one of each serves every call.
+_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"))
 
 
 def _issuer_of(cert: Any, name: str) -> str:
@@ -638,13 +666,14 @@ def _with_anonymous(scopes: Sequence[str]) -> tuple[str, ...]:
     return tuple(scopes) if ANONYMOUS in scopes else (*scopes, ANONYMOUS)
 
 
-def _result(creds: _Credentials, *, via_bewit: bool) -> Authenticated:
+def _result(creds: _Credentials, *, via_bewit: bool, payload_hash: str | None = None) -> Authenticated:
     return Authenticated(
         client_id=creds.client_id,
         scopes=creds.scopes,
         authorized_scopes=creds.authorized_scopes,
         via_bewit=via_bewit,
         expires_ms=creds.expires_ms,
+        payload_hash=payload_hash,
     )
 
 
@@ -714,7 +743,7 @@ def temporary_credentials(  # positional as the queue calls it: the one exceptio
     return {
         "clientId": client_id or issuer_client_id,
         "accessToken": derive_access_token(issuer_access_token, seed),
-        "certificate": json.dumps(cert, separators=(",", ":")),
+        "certificate": _COMPACT_JSON.encode(cert),
     }
 
 

@@ -208,8 +208,15 @@ class EventFeed:
                 await asyncio.wait_for(self._wake.wait(), self._poll)
 
     async def catch_up(self) -> None:
-        """Hand the followers every event logged after the position."""
+        """Hand the followers every event logged after the position. With no follower there is
+        nobody to hand them to: the position moves to the end of the log without reading it."""
         async with self._reading:
+            if not self._followers:
+                async with self._storage.reader() as session:
+                    newest = (await event_log.end(session)).newest
+                if not self._followers:  # none came while reading, so none started before `newest`
+                    self.position = max(self.position, newest)
+                    return
             while True:
                 async with self._storage.reader() as session:
                     logged = await event_log.read(session, self.position, 2**62, PAGE)

@@ -51,10 +51,16 @@ class End:
 async def append_tx(tx: Tx, messages: Sequence[Message], now: int) -> None:
     """Log `messages`, published at `now`, in the relay's transaction; wake every stream after commit."""
     rows = [
-        (now, m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode())
+        (m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode())
         for m in messages
     ]
-    await tx.executemany("log_event", rows)
+    await append_rows_tx(tx, rows, now)
+
+
+async def append_rows_tx(tx: Tx, rows: Sequence[tuple[str, str, str, str]], now: int) -> None:
+    """`append_tx` for events already serialized: (exchange, routing key, CCs as JSON, body as JSON),
+    as the outbox holds them, so the relay writes its rows' text without decoding and encoding it."""
+    await tx.executemany("log_event", [(now, *row) for row in rows])
     tx.notify(CHANNEL, "")
 
 

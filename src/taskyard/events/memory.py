@@ -41,29 +41,38 @@ class MemoryBus:
     def __init__(self, profiles: Profiles | None = None) -> None:
         self.profiles = profiles or Profiles()
         self._subscriptions: list[tuple[str, str, Handler]] = []
-        self._queue: asyncio.Queue[Envelope] = asyncio.Queue()
+        # Messages are mapped when dispatched, and only if someone subscribes by then.
+        self._queue: asyncio.Queue[Envelope | Message] = asyncio.Queue()
         self._dispatcher: asyncio.Task[None] | None = None
 
     async def publish(self, messages: Sequence[Message]) -> None:
-        self.deliver(self.profiles.map_all(messages))
+        self._enqueue(messages)
 
     def deliver(self, envelopes: Sequence[Envelope]) -> None:
         """Hand envelopes already mapped to the subscribers, in order."""
+        self._enqueue(envelopes)
+
+    def _enqueue(self, items: Sequence[Envelope | Message]) -> None:
         if self._dispatcher is None or self._dispatcher.done():
             self._dispatcher = asyncio.create_task(self._dispatch(), name="memory-bus")
-        for envelope in envelopes:
-            self._queue.put_nowait(envelope)
+        for item in items:
+            self._queue.put_nowait(item)
 
     async def wait_ready(self) -> None:
         return None
 
     async def _dispatch(self) -> None:
         while True:
-            envelope = await self._queue.get()
-            keys = [envelope.routing_key, *envelope.cc]
-            for exchange, pattern, handler in list(self._subscriptions):
-                if exchange == envelope.exchange and any(topic_matches(pattern, k) for k in keys):
-                    await self._deliver(handler, envelope)
+            item = await self._queue.get()
+            if isinstance(item, Message):
+                envelopes = self.profiles.map(item) if self._subscriptions else []
+            else:
+                envelopes = [item]
+            for envelope in envelopes:
+                keys = [envelope.routing_key, *envelope.cc]
+                for exchange, pattern, handler in list(self._subscriptions):
+                    if exchange == envelope.exchange and any(topic_matches(pattern, k) for k in keys):
+                        await self._deliver(handler, envelope)
             self._queue.task_done()
 
     async def flush(self) -> None:

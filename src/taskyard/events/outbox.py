@@ -103,9 +103,9 @@ class OutboxRelay:
         async with self._storage.transaction() as tx:
             rows = sorted(await tx.fetch("take_events", BATCH, _RELAY_LOCK), key=lambda r: int(r["id"]))
             if rows:
-                messages = [_message(r) for r in rows]
-                await event_log.append_tx(tx, messages, self._clock())
-                await self._bus.publish(messages)
+                logged = [(r["exchange"], r["routing_key"], r["cc"], r["body"]) for r in rows]
+                await event_log.append_rows_tx(tx, logged, self._clock())
+                await self._bus.publish([_message(r) for r in rows])
         return len(rows)
 
 

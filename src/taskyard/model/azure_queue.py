@@ -16,7 +16,6 @@ import hashlib
 import hmac
 import re
 import secrets
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from email.utils import formatdate
@@ -24,7 +23,7 @@ from xml.sax.saxutils import escape
 
 import orjson
 
-from taskyard.model import dates, digits
+from taskyard.model import dates, digits, slugid
 from taskyard.model.types import Millis
 
 SAS_VERSION = "2019-07-07"  # the oldest REST version whose answers we give
@@ -155,7 +154,9 @@ _MESSAGE_ID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 
 
 def new_message_id() -> str:
-    return str(uuid.uuid4())
+    """A random UUID, written as `str(uuid.uuid4())` writes it."""
+    h = slugid.random_uuid_bytes().hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def could_be_message_id(value: str) -> bool:

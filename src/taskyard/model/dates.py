@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from taskyard.model.types import Millis
 
@@ -25,6 +26,8 @@ DAY = 24 * HOUR
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _EXTRA_DIGITS = re.compile(r"(\.[0-9]{6})[0-9]+")
+# What `to_iso` writes (and clients send back): read without the general parser's rewriting.
+_CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 _ONE_MS = timedelta(milliseconds=1)
 
 FIRST_PRINTABLE: Millis = (datetime(1, 1, 1, tzinfo=UTC) - _EPOCH) // _ONE_MS  # 0001-01-01T00:00:00.000Z
@@ -50,8 +53,19 @@ def to_iso(ms: Millis) -> str:
     An instant past the printable years (only a row stored before the client range was enforced
     can hold one) is shown as the first or last printable instant.
     """
-    dt = _EPOCH + timedelta(milliseconds=min(max(ms, FIRST_PRINTABLE), LAST_PRINTABLE))
-    return f"{dt.year:04d}-" + dt.strftime("%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    if not FIRST_PRINTABLE <= ms <= LAST_PRINTABLE:
+        ms = min(max(ms, FIRST_PRINTABLE), LAST_PRINTABLE)
+    days, ms = divmod(ms, DAY)
+    seconds, ms = divmod(ms, SECOND)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{_day_prefix(days)}{hours:02d}:{minutes:02d}:{seconds:02d}.{ms:03d}Z"
+
+
+@lru_cache(maxsize=4096)
+def _day_prefix(days: int) -> str:
+    """`2026-11-22T` for the day `days` after the epoch (a pure function, so cached)."""
+    return f"{(_EPOCH + timedelta(days=days)).date().isoformat()}T"
 
 
 def parse_iso(value: str) -> Millis:
@@ -60,6 +74,8 @@ def parse_iso(value: str) -> Millis:
     OutOfRange (a ValueError) if the instant is outside the years 0001 to 9999 in UTC, which a
     timezone offset can push it to: `to_iso` could not print it back.
     """
+    if _CANONICAL.fullmatch(value) is not None:  # as to_iso writes it: always in range
+        return (datetime.fromisoformat(value) - _EPOCH) // _ONE_MS
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

@@ -24,6 +24,7 @@ ASSUME = "assume:"
 # A role set with a cycle through a parameter (`a*` granting `assume:aa<..>`) would grow forever;
 # stop at this many characters (about 1 + length per scope) of expanded scopes.
 MAX_EXPANSION_SIZE = 20_000_000
+_normalize = scopes.normalize
 _MARK = "\x1a"  # stands for `<..>` while sorting, as the server's resolver does
 
 
@@ -85,8 +86,18 @@ class RoleSet:
         return list(self._order)
 
     def expand(self, scopes: Iterable[str]) -> list[str]:
-        """The normalized fixed point of `scopes` under the roles, the input included."""
-        return list(self._expand_cached(frozenset(scopes)))
+        """The normalized fixed point of `scopes` under the roles, the input included.
+
+        Scopes no role applies to (a task's own `queue:resolve-task:<taskId>/<runId>`) only join
+        the result, so they stay out of the memo's key: a new task's credentials then find
+        `assume:anonymous` and the rest of their expansion there.
+        """
+        given = frozenset(scopes)
+        inert = [scope for scope in given if not self.grants(scope)]
+        if not inert:
+            return list(self._expand_cached(given))
+        expanded = self._expand_cached(given.difference(inert))
+        return _normalize([*expanded, *inert])
 
     def matching(self, scope: str) -> Iterator[tuple[str, str | None]]:
         """Each role `scope` makes apply, as `(pattern, parameter)`; non-`*` roles get None."""

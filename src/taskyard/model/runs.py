@@ -15,8 +15,7 @@ transitions only one commits; the other is recomputed on the fresh record.
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import get_args
 
 from taskyard.model import dates
@@ -87,7 +86,7 @@ class TaskRecord:
             "expires": d["expires"],
             "retriesLeft": self.retries_left,
             "state": self.state,
-            "runs": copy.deepcopy(self.runs),
+            "runs": _copy_runs(self.runs),
         }
 
 
@@ -114,8 +113,22 @@ class Change:
         )
 
 
+def _copy_runs(runs: list[RunStatus]) -> list[RunStatus]:
+    """A copy of `runs` that the original's changes never reach: a run holds only strings and
+    ints, so copying each run's dict is a deep copy."""
+    return [run.copy() for run in runs]
+
+
 def _fork(rec: TaskRecord) -> TaskRecord:
-    return replace(rec, runs=copy.deepcopy(rec.runs), definition=rec.definition)
+    """A record to change: its runs copied, the definition shared (no transition changes it).
+
+    `dataclasses.replace(rec, runs=...)` without its per-field walk: every field is an init field
+    with no check of its own, so a copy of the instance's dict is the same record.
+    """
+    new = object.__new__(TaskRecord)
+    new.__dict__.update(rec.__dict__)
+    new.runs = _copy_runs(rec.runs)
+    return new
 
 
 def _message(rec: TaskRecord, exchange: str, run: RunStatus | None, **extra: object) -> Message:

@@ -13,11 +13,12 @@ can't blow up the message.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn, TypeGuard
 
 from taskyard.model import dates, errors
@@ -144,6 +145,7 @@ def date_time() -> Schema:
     return _DateTime()
 
 
+@functools.lru_cache(maxsize=4096)  # a createTask reads each of its dates more than once
 def to_millis(value: str) -> Millis:
     """The instant named by a string that `date_time()` accepts; raises ValueError for others.
 
@@ -254,10 +256,16 @@ class _Boolean(Schema):
 @dataclass(frozen=True)
 class _Enum(Schema):
     values: tuple[object, ...]
+    frozen: tuple[object, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "frozen", tuple(_freeze(allowed) for allowed in self.values))
 
     def check(self, value: object, path: str) -> None:
+        if isinstance(value, str) and ("string", value) in self.frozen:
+            return  # the common case, without freezing the value
         key = _freeze(value)
-        if not any(_freeze(allowed) == key for allowed in self.values):
+        if not any(allowed == key for allowed in self.frozen):
             _fail(path, "must be one of: " + ", ".join(_show(v) for v in self.values))
 
     def json(self) -> dict[str, object]:
@@ -305,15 +313,18 @@ class _Object(Schema):
     def check(self, value: object, path: str) -> None:
         if not isinstance(value, dict):
             _fail(path, _wrong_type("object", value))
-        if not all(isinstance(key, str) for key in value):
-            _fail(path, "must have only string keys")
-        extra = sorted(key for key in value if key not in self.properties)
+        properties = self.properties
+        extra = [key for key in value if key not in properties]  # every key that is not a string too
+        if extra:
+            if not all(isinstance(key, str) for key in extra):
+                _fail(path, "must have only string keys")
+            extra.sort()
         # Every problem at once, so that a client fixes its body in one go.
         problems: list[str] = []
         if self.additional is False:
             problems += [f"{_child(path, key)} is not allowed (unknown property)" for key in extra]
         problems += [f"{_child(path, name)} is required" for name in self.required if name not in value]
-        for name, rule in self.properties.items():
+        for name, rule in properties.items():
             if name in value:
                 _attempt(problems, rule, value[name], _child(path, name))
         if isinstance(self.additional, Schema):
@@ -430,6 +441,7 @@ def _compile(pattern: str | None) -> re.Pattern[str] | None:
     return re.compile(pattern)
 
 
+@functools.lru_cache(maxsize=4096)  # mostly the schemas' own property names under a few paths
 def _child(path: str, key: str) -> str:
     if _SIMPLE_KEY.fullmatch(key):
         return f"{path}.{key}"

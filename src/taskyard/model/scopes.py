@@ -9,6 +9,7 @@ Role expansion lives in `roles.py`; nothing here expands roles.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -56,6 +57,16 @@ class _Held:
         return False
 
 
+def _index(held: Iterable[str]) -> _Held:
+    """`held` indexed; a tuple (a caller's expanded scopes, an issuer's) is indexed once."""
+    return _indexed_tuple(held) if isinstance(held, tuple) else _Held(held)
+
+
+@functools.lru_cache(maxsize=1024)
+def _indexed_tuple(held: tuple[str, ...]) -> _Held:
+    return _Held(held)
+
+
 def satisfies(held: Iterable[str], required: str) -> bool:
     """Whether some scope of `held` satisfies the scope `required` (no role expansion)."""
     return any(
@@ -65,7 +76,7 @@ def satisfies(held: Iterable[str], required: str) -> bool:
 
 def satisfies_all(held: Iterable[str], required: Iterable[str]) -> bool:
     """Whether `held` satisfies every scope of `required`."""
-    index = _Held(held)
+    index = _index(held)
     return all(index.satisfies(scope) for scope in required)
 
 
@@ -96,7 +107,7 @@ def validate_expression(expr: object) -> None:
 
 def satisfies_expression(held: Iterable[str], expr: Expression) -> bool:
     """Whether `held` satisfies `expr`: `AllOf: []` always does, `AnyOf: []` never."""
-    return _satisfied(_Held(held), expr)
+    return _satisfied(_index(held), expr)
 
 
 def _satisfied(held: _Held, expr: Expression) -> bool:
@@ -114,7 +125,7 @@ def scopes_satisfying(held: Iterable[str], expr: Expression) -> list[str] | None
     None when `held` does not satisfy `expr`.
     """
     used: list[str] = []
-    if not _collect(_Held(held), expr, used):
+    if not _collect(_index(held), expr, used):
         return None
     return normalize(used)
 
@@ -141,7 +152,7 @@ def _collect(held: _Held, expr: Expression, used: list[str]) -> bool:
 
 def remove_given_scopes(held: Iterable[str], expr: Expression) -> Expression | None:
     """What of `expr` is left unsatisfied by `held` (the 403's `unsatisfied`); None when nothing is."""
-    return _simplify(_Held(held), expr)
+    return _simplify(_index(held), expr)
 
 
 def _simplify(held: _Held, expr: Expression) -> Expression | None:
@@ -182,7 +193,18 @@ def render(template: Template, params: Mapping[str, object]) -> Expression | Non
 
 
 def _fill(text: str, params: Mapping[str, object]) -> str:
-    return _PARAM_RE.sub(lambda match: _value(params, match.group(1)), text)
+    pieces = _pieces(text)
+    if len(pieces) == 1:
+        return text  # no placeholder
+    # Literal text at the even places, parameter names at the odd ones.
+    return "".join(piece if i % 2 == 0 else _value(params, piece) for i, piece in enumerate(pieces))
+
+
+@functools.lru_cache(maxsize=1024)
+def _pieces(text: str) -> tuple[str, ...]:
+    """`text` split around its `<name>` placeholders: literal, name, literal, ..., literal. The
+    templates are the route tables' own strings, so each is split once."""
+    return tuple(_PARAM_RE.split(text))
 
 
 def _value(params: Mapping[str, object], name: str) -> str:
@@ -206,6 +228,9 @@ def _template_operator(template: Mapping[str, Any]) -> tuple[str, list[Any]]:
 def _render_items(items: list[Any], params: Mapping[str, object]) -> Iterator[Expression]:
     """The rendered members of an AllOf/AnyOf list: `for` spreads, a false `if` drops out."""
     for item in items:
+        if isinstance(item, str):  # the usual item, without the Mapping check
+            yield _fill(item, params)
+            continue
         if isinstance(item, Mapping) and "for" in item:
             yield from _render_for(item, params)
             continue

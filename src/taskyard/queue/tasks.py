@@ -72,10 +72,9 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
     """
     definition = define(q, task_id, body)
     guard_definition(guard, definition)
-    rec = new_record(task_id, definition, definition["retries"])
     for attempt in range(3):
         try:
-            return await _create_tx(q, rec, definition)
+            return await _create_tx(q, task_id, definition)
         except UniqueViolation:
             # A racing createTask inserted the same task or group first: look again, and
             # answer as for a repeat (or a conflict) now that its row is there.
@@ -84,9 +83,9 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
     raise AssertionError("unreachable")
 
 
-async def _create_tx(q: Queue, rec: TaskRecord, definition: TaskDefinition) -> StatusAnswer:
+async def _create_tx(q: Queue, task_id: str, definition: TaskDefinition) -> StatusAnswer:
     async with q.storage.transaction() as tx:
-        return await create_task_tx(q, tx, rec.task_id, definition)
+        return await create_task_tx(q, tx, task_id, definition)
 
 
 def guard_definition(guard: Guard, definition: TaskDefinition) -> None:
