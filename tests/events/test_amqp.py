@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -86,8 +86,16 @@ def driver_noise(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
     ]
 
 
-def of_tasks(received: list[Received], *task_ids: str) -> list[Received]:
+T = TypeVar("T", Received, Envelope)
+
+
+def of_tasks(received: list[T], *task_ids: str) -> list[T]:
     return [r for r in received if r.body["status"]["taskId"] in task_ids]
+
+
+def local_tc(local: list[Envelope]) -> list[Envelope]:
+    """The task events a local subscriber got in TaskCluster's profile."""
+    return [e for e in local if e.exchange.startswith(TC_PREFIX) and "status" in e.body]
 
 
 async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
@@ -127,9 +135,12 @@ async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
         await eventually(lambda: len(of_tasks(tc_all.take(), *ids)) == 14)
         await eventually(lambda: len(seed_scheduler.take()) == 3 and len(seed_provisioner.take()) == 7)
         await eventually(lambda: len(tc_route.take()) == 1)
+        # Local subscribers are called by the bus on its own schedule, not when the broker
+        # confirms: wait for them too before the bus closes.
+        await eventually(lambda: len(of_tasks(local_tc(local), *ids)) == 14)
 
     # TaskCluster's profile: what the consumer got is what the queue made, in order, with CCs.
-    tc_local = [e for e in local if e.exchange.startswith(TC_PREFIX) and "status" in e.body]
+    tc_local = local_tc(local)
     assert [(r.exchange, r.routing_key, r.body) for r in of_tasks(tc_all.received, *ids)] == [
         (e.exchange, e.routing_key, e.body) for e in tc_local if e.body["status"]["taskId"] in ids
     ]
