@@ -144,8 +144,13 @@ async def _exited(process: subprocess.Popen[bytes]) -> int:
     except (AttributeError, OSError):  # no pidfds here: a thread waits instead
         return await asyncio.to_thread(process.wait)
     loop = asyncio.get_running_loop()
-    exited = loop.create_future()
-    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:  # a pidfd reads as ready once its process has exited
+        if not exited.done():
+            exited.set_result(None)
+
+    loop.add_reader(pidfd, readable)
     try:
         await exited
     finally:
