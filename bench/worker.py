@@ -334,6 +334,10 @@ async def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
         values = [r[key] for r in rows]
         cells = "".join(f"{percentile(values, p):>9.1f}" for p in (50, 99)) + f"{max(values):>9.1f}"
         print(f"{key + ', ms':<42}{cells}")
+    refills = slot_refills([r for r in runs.values() if r.get("started")], args.capacity)
+    if refills:
+        cells = "".join(f"{percentile(refills, p):>9.1f}" for p in (50, 99)) + f"{max(refills):>9.1f}"
+        print(f"{'slot refill (a report to the next claim), ms':<42}{cells}")
     if later:  # without the createTask calls beside them: what the worker and its calls cost alone
         cells = "".join(f"{percentile(later, p):>9.1f}" for p in (50, 99)) + f"{max(later):>9.1f}"
         print(f"{f'overhead after the last create ({len(later)}), ms':<42}{cells}")
@@ -353,6 +357,14 @@ async def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
         ):
             print(f"{what} {value:.1f} vs aim {unit.format(aim)}: {value / aim:.2f}x the aim")
     return summary
+
+
+def slot_refills(runs: list[Any], capacity: int) -> list[float]:
+    """How long a freed slot waited for its next claim: the k-th report (in time) frees the slot
+    that the (k + capacity)-th claim fills, while the queue holds work. Server clock, ms."""
+    starts = sorted(epoch_ms(r["started"]) for r in runs)
+    ends = sorted(epoch_ms(r["resolved"]) for r in runs if r.get("resolved"))
+    return [start - end for end, start in zip(ends, starts[capacity:], strict=False) if start >= end]
 
 
 def summary_of(args: argparse.Namespace, overheads: list[float], rate: float) -> dict[str, Any]:
