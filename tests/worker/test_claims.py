@@ -14,7 +14,7 @@ from taskyard.config import WorkerConfig
 from taskyard.worker.client import QueueClient
 from taskyard.worker.task import SHUTDOWN, Outcome, TaskRun
 from taskyard.worker.worker import Worker
-from tests.worker.test_cancellations import claim_of, claimed
+from tests.worker.test_cancellations import claim_of
 
 
 def worker_in(tmp_path: Path) -> Worker:
@@ -88,60 +88,3 @@ async def test_a_run_reported_while_the_status_check_asked_is_left_alone(
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
         await worker.client.close()
-
-
-async def test_a_slot_that_frees_while_a_claim_is_answered_is_asked_for_at_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Up to CLAIMS_IN_FLIGHT claimWork calls at once, each for slots no other asks for: running
-    runs plus the slots asked for never pass the capacity."""
-    config = WorkerConfig("http://127.0.0.1:1", "c", "t", work_dir=str(tmp_path), capacity=3)
-    worker = Worker(config, client=QueueClient(config.root_url))
-    asked: list[int] = []
-    answers: list[asyncio.Future[list[Any]]] = []
-    called = asyncio.Event()
-
-    async def claim_work(*args: Any) -> list[Any]:
-        asked.append(args[3])
-        answers.append(asyncio.get_running_loop().create_future())
-        called.set()
-        return await answers[-1]
-
-    async def reported(self: TaskRun) -> Outcome | None:
-        await asyncio.Event().wait()  # runs until the test ends
-        return None
-
-    async def next_call() -> None:
-        await asyncio.wait_for(called.wait(), 30)
-        called.clear()
-
-    monkeypatch.setattr(worker.client, "claim_work", claim_work)
-    monkeypatch.setattr(TaskRun, "run", reported)
-    monkeypatch.setattr(TaskRun, "clean_up", lambda self: None)
-    first, second = claimed(worker, "A", 0), claimed(worker, "B", 0)
-    loop = asyncio.create_task(worker._claim_loop())
-    try:
-        await next_call()
-        assert asked == [1]  # the one free slot
-        worker.running.pop(("A", 0))  # a run is reported while that call is answered
-        worker._changed.set()
-        await next_call()
-        assert asked == [1, 1]  # asked for at once, beside the first call
-        worker.running.pop(("B", 0))
-        worker._changed.set()
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert asked == [1, 1]  # CLAIMS_IN_FLIGHT calls already wait: the slot waits for one
-        answers[0].set_result([claim_of("C", 0)])
-        await next_call()
-        assert asked == [1, 1, 1] and ("C", 0) in worker.running
-        assert len(worker.running) + sum(1 for a in answers if not a.done()) == config.capacity
-    finally:
-        worker.drain()
-        await asyncio.wait_for(loop, 30)
-        for task in list(worker._tasks):
-            task.cancel()
-        await asyncio.gather(*worker._tasks, return_exceptions=True)
-        await worker.client.close()
-    assert first.abort.reason == second.abort.reason == ""
-    assert answers[1].cancelled() and answers[2].cancelled()  # the calls in flight were dropped

@@ -53,8 +53,6 @@ EXIT_SHUTDOWN = 72
 EXIT_REFUSED = 77
 REFUSALS = 3
 MAX_CLAIM = 32  # the queue hands out at most 32 tasks per claimWork
-# claimWork calls a worker keeps in flight at once (each for slots no other asks for).
-CLAIMS_IN_FLIGHT = 2
 MAX_BACKOFF = 30.0
 LOCK_FILE = "worker.lock"
 # Seconds between status checks while RabbitMQ tells the worker of its runs' ends.
@@ -164,61 +162,32 @@ class Worker:
         return self._exit_code
 
     async def _claim_loop(self) -> None:
-        """Keep the free slots asked for: whenever some are free and no claim in flight asks for
-        them, a claim for all of them, up to CLAIMS_IN_FLIGHT calls at once. A slot that frees
-        while one call is being answered is asked for at once, not after that answer: its idle
-        time is one round trip, not up to two. Running tasks plus the slots asked for never pass
-        the capacity."""
-        calls: dict[asyncio.Task[list[Any]], tuple[int, float]] = {}  # call -> (slots, sent at)
-        limit = CLAIMS_IN_FLIGHT if self.poller is None else 1  # polling rounds one at a time
         failures = refusals = 0
-        not_before = 0.0  # no claim before this (monotonic): a backoff, or an empty answer
-        try:
-            while not self._draining:
-                now = time.monotonic()
-                free = self.config.capacity - len(self.running) - sum(n for n, _ in calls.values())
-                if free > 0 and len(calls) < limit and now >= not_before:
-                    count = min(free, MAX_CLAIM)
-                    calls[asyncio.create_task(self._claim(count))] = (count, now)
-                    continue
+        while not self._draining:
+            free = self.config.capacity - len(self.running)
+            if free <= 0:
                 self._changed.clear()
-                changed = asyncio.create_task(self._changed.wait())
-                pause = not_before - now if free > 0 and len(calls) < limit else None
-                try:
-                    await asyncio.wait({*calls, changed}, timeout=pause, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    changed.cancel()
-                refused: Exception | None = None
-                for call in [c for c in calls if c.done()]:
-                    sent = calls.pop(call)[1]
-                    try:
-                        claims = call.result()
-                    except Exception as exc:  # the queue is down or refused: wait, then ask again
-                        refusals = refusals + 1 if credentials_refused(exc) else 0
-                        if refusals >= REFUSALS:
-                            refused = exc  # once the other answers' claims are started
-                            continue
-                        failures += 1
-                        delay = min(MAX_BACKOFF, 0.5 * 2**failures)
-                        what = "claimWork" if self.poller is None else "polling"
-                        log.warning("%s failed (%s); trying again in %.1f s", what, exc, delay)
-                        not_before = max(not_before, time.monotonic() + delay)
-                        continue
-                    failures = refusals = 0
-                    for claim in claims:
-                        self._start(claim)
-                    if not claims and time.monotonic() - sent < 1.0:
-                        not_before = max(not_before, sent + 1.0)  # answered at once with nothing: don't spin
-                if refused is not None and refusals >= REFUSALS:  # no answer since said otherwise
-                    self._give_up(refused, refusals)
+                await self._changed.wait()
+                continue
+            started = time.monotonic()
+            try:
+                claims = await self._claim(min(free, MAX_CLAIM))
+            except Exception as exc:  # the queue is down or refused: wait, then ask again
+                refusals = refusals + 1 if credentials_refused(exc) else 0
+                if refusals >= REFUSALS:
+                    self._give_up(exc, refusals)
                     return
-        finally:
-            # Claims the server makes as these hang up are lost until their claims expire.
-            for call in calls:
-                call.cancel()
-            for call in calls:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await call
+                failures += 1
+                delay = min(MAX_BACKOFF, 0.5 * 2**failures)
+                what = "claimWork" if self.poller is None else "polling"
+                log.warning("%s failed (%s); trying again in %.1f s", what, exc, delay)
+                await self._pause(delay)
+                continue
+            failures = 0
+            for claim in claims or []:
+                self._start(claim)
+            if claims is not None and not claims and time.monotonic() - started < 1.0:
+                await self._pause(1.0)  # the queue answered at once with nothing: don't spin
 
     def _give_up(self, exc: Exception, tries: int) -> None:
         """Claim no more: the queue refused these credentials `tries` times in a row."""
@@ -228,12 +197,34 @@ class Worker:
         self._exit_code = EXIT_REFUSED
         self._changed.set()
 
-    async def _claim(self, count: int) -> list[Any]:
-        """claimWork (or a round of polling) for `count` slots."""
+    async def _claim(self, count: int) -> list[Any] | None:
+        """claimWork (or a round of polling), abandoned if the worker is told to stop (None then)."""
         c = self.config
         if self.poller is not None:
-            return await self.poller.claim(count)
-        return await self.client.claim_work(c.task_queue_id, c.worker_group, c.worker_id, count, self.creds)
+            call = asyncio.create_task(self.poller.claim(count))
+        else:
+            call = asyncio.create_task(
+                self.client.claim_work(c.task_queue_id, c.worker_group, c.worker_id, count, self.creds)
+            )
+        while not call.done():
+            self._changed.clear()
+            stop = asyncio.create_task(self._changed.wait())
+            try:
+                await asyncio.wait({call, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+            if self._draining and not call.done():
+                # Claims the server makes as this hangs up are lost until their claims expire.
+                call.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await call
+                return None
+        return call.result()
+
+    async def _pause(self, seconds: float) -> None:
+        self._changed.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), seconds)
 
     def _start(self, claim: Any) -> None:
         run = TaskRun(claim, self.config, self.client)
