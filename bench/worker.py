@@ -23,9 +23,12 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import json
+import math
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -44,6 +47,12 @@ import orjson
 
 from taskyard.auth.hawk_client import sign_header
 
+HERE = Path(__file__).parent
+if str(HERE.parent) not in sys.path:  # run as a script: `bench.lifecycle` is imported from the checkout
+    sys.path.insert(0, str(HERE.parent))
+
+from bench.lifecycle import taskyard_command  # noqa: E402
+
 ROOT_CLIENT_ID = "static/taskyard/root"
 TASK_QUEUE_ID = "local/default"
 AIM_OVERHEAD_P50_MS = 30.0  # the worker's aims: overhead p50 and p99, and no-op tasks/s at capacity 4
@@ -52,6 +61,7 @@ AIM_TASKS_PER_S = 60.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 LINE = re.compile(r"^\[taskcluster (\S+)\] (.*)$", re.MULTILINE)
 RUNNING: list[subprocess.Popen[bytes]] = []  # killed on any exit
+WORKER_READY = "claiming from"  # the worker's first log line, once it has started
 
 
 def slugid() -> str:
@@ -116,20 +126,27 @@ def task_definition(task_group_id: str, sleep: float = 0.0) -> dict[str, Any]:
 class Server:
     """One `taskyard up` subprocess; its output goes to DATA_DIR/server.log."""
 
-    def __init__(self, data_dir: Path, capacity: int, log_level: str) -> None:
+    def __init__(self, data_dir: Path, capacity: int, log_level: str, taskyard: str = "") -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = int(s.getsockname()[1])
         self.root_url = f"http://127.0.0.1:{self.port}"
         self.token = secrets.token_urlsafe(33)
         self.data_dir, self.capacity, self.log_level = data_dir, capacity, log_level
+        self.taskyard = shlex.split(taskyard) if taskyard else taskyard_command()
         self.log_path = data_dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def start(self) -> None:
-        script = Path(sys.executable).parent / "taskyard"
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "taskyard.cli.main"]
-        command += ["up", "--port", str(self.port), "--data-dir", str(self.data_dir), "--capacity"]
+        command = [
+            *self.taskyard,
+            "up",
+            "--port",
+            str(self.port),
+            "--data-dir",
+            str(self.data_dir),
+            "--capacity",
+        ]
         command.append(str(self.capacity))
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env.update(TASKYARD_ROOT_ACCESS_TOKEN=self.token, TASKYARD_LOG_LEVEL=self.log_level)
@@ -141,9 +158,20 @@ class Server:
             while time.monotonic() < give_up and self.proc.poll() is None:
                 with contextlib.suppress(httpx.HTTPError):
                     if (await client.get(f"{self.root_url}/api/queue/v1/ping")).status_code == 200:
-                        return
+                        break
                 await asyncio.sleep(0.1)
-        raise RuntimeError(f"taskyard up did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+            else:
+                raise RuntimeError(f"taskyard up did not start (exit {self.proc.poll()}):\n{self.log_tail()}")
+        if self.log_level.upper() in ("DEBUG", "INFO"):  # its first line says it has started
+            await self._worker_started(give_up)
+
+    async def _worker_started(self, give_up: float) -> None:
+        """Wait for the worker's first log line: its start (imports) is not what is measured."""
+        while time.monotonic() < give_up and self.proc is not None and self.proc.poll() is None:
+            if WORKER_READY in self.log_path.read_text(errors="replace"):
+                return
+            await asyncio.sleep(0.1)
+        raise RuntimeError(f"taskyard up's worker did not start:\n{self.log_tail()}")
 
     def log_tail(self, lines: int = 30) -> str:
         with contextlib.suppress(OSError):
@@ -263,13 +291,15 @@ def steps(text: str, started: float, resolved: float) -> dict[str, float] | None
     }
 
 
-async def measure(server: Server, args: argparse.Namespace) -> None:
+async def measure(server: Server, args: argparse.Namespace) -> dict[str, Any]:
+    """Run the tasks and print the figures; answer the summary `--json` writes."""
     api, pid = Api(server), server.proc.pid if server.proc else 0
     worker = worker_pid(pid)
     cpu_before = (*cpu_seconds(pid), *cpu_seconds(worker), time.monotonic())
     print(f"  creating {args.tasks} tasks, 16 in flight; capacity {args.capacity}")
     created, first_sent = await create_all(api, args.tasks, 16, args.sleep)
-    print(f"    {len(created)} created in {time.time() - first_sent / 1000:.1f} s")
+    all_created = time.time() * 1000
+    print(f"    {len(created)} created in {all_created / 1000 - first_sent / 1000:.1f} s")
     statuses = await wait_resolved(api, created, args.timeout)
     cpu_after = (*cpu_seconds(pid), *cpu_seconds(worker), time.monotonic())
     own, _, worker_own, children, span = (b - a for a, b in zip(cpu_before, cpu_after, strict=True))
@@ -281,11 +311,14 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
     last = max((epoch_ms(r["resolved"]) for r in completed.values()), default=first_sent)
     print(f"  fetching the logs of all {len(completed)} completed tasks")
     rows: list[dict[str, float]] = []
+    later: list[float] = []  # the overheads of the tasks claimed after the last create
 
     async def fetch(task_id: str) -> None:
         run, text = completed[task_id], await api.log(task_id)
         if text and (row := steps(text, epoch_ms(run["started"]), epoch_ms(run["resolved"]))):
             rows.append(row)
+            if epoch_ms(run["started"]) > all_created:
+                later.append(row["overhead (claim to report - command)"])
 
     fetch_started = time.monotonic()
     await bounded(list(completed), 16, fetch)
@@ -301,13 +334,21 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
         values = [r[key] for r in rows]
         cells = "".join(f"{percentile(values, p):>9.1f}" for p in (50, 99)) + f"{max(values):>9.1f}"
         print(f"{key + ', ms':<42}{cells}")
+    refills = slot_refills([r for r in runs.values() if r.get("started")], args.capacity)
+    if refills:
+        cells = "".join(f"{percentile(refills, p):>9.1f}" for p in (50, 99)) + f"{max(refills):>9.1f}"
+        print(f"{'slot refill (a report to the next claim), ms':<42}{cells}")
+    if later:  # without the createTask calls beside them: what the worker and its calls cost alone
+        cells = "".join(f"{percentile(later, p):>9.1f}" for p in (50, 99)) + f"{max(later):>9.1f}"
+        print(f"{f'overhead after the last create ({len(later)}), ms':<42}{cells}")
     print(f"{'server CPU ms per task':<42}{own * per:>9.1f}")
     print(f"{'worker CPU ms per task':<42}{worker_own * per:>9.1f}")
     print(f"{'  its `true` commands, CPU ms per task':<42}{children * per:>9.1f}")
     print(f"{'server CPU, % of one core':<42}{100 * own / span:>9.0f}")
     print(f"(steps from the logs of {len(rows)} tasks; CPU from the first create until all were resolved)")
+    overheads = [r["overhead (claim to report - command)"] for r in rows]
+    summary = summary_of(args, overheads, rate)
     if rows:
-        overheads = [r["overhead (claim to report - command)"] for r in rows]
         print()
         for what, value, aim, unit in (
             ("overhead p50", percentile(overheads, 50), AIM_OVERHEAD_P50_MS, "<= {:.0f} ms"),
@@ -315,6 +356,30 @@ async def measure(server: Server, args: argparse.Namespace) -> None:
             ("tasks/s", rate, AIM_TASKS_PER_S, ">= {:.0f} at capacity 4"),
         ):
             print(f"{what} {value:.1f} vs aim {unit.format(aim)}: {value / aim:.2f}x the aim")
+    return summary
+
+
+def slot_refills(runs: list[Any], capacity: int) -> list[float]:
+    """How long a freed slot waited for its next claim: the k-th report (in time) frees the slot
+    that the (k + capacity)-th claim fills, while the queue holds work. Server clock, ms."""
+    starts = sorted(epoch_ms(r["started"]) for r in runs)
+    ends = sorted(epoch_ms(r["resolved"]) for r in runs if r.get("resolved"))
+    return [start - end for end, start in zip(ends, starts[capacity:], strict=False) if start >= end]
+
+
+def summary_of(args: argparse.Namespace, overheads: list[float], rate: float) -> dict[str, Any]:
+    """What `--json` writes: null for a figure the run could not give."""
+
+    def figure(value: float) -> float | None:
+        return round(value, 2) if math.isfinite(value) else None
+
+    return {
+        "overhead_p50_ms": figure(percentile(overheads, 50)),
+        "overhead_p99_ms": figure(percentile(overheads, 99)),
+        "tasks_per_s": figure(rate),
+        "capacity": args.capacity,
+        "tasks": args.tasks,
+    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -326,6 +391,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the temporary data directory (server.log)")
     p.add_argument("--timeout", type=float, default=600, help="seconds to wait for the tasks (default 600)")
     p.add_argument("--log-level", default="INFO", help="the server's TASKYARD_LOG_LEVEL (default INFO)")
+    p.add_argument(
+        "--taskyard",
+        default="",
+        help="command that runs taskyard, for another checkout's server and worker "
+        "(default: this venv's); e.g. /other/checkout/.venv/bin/taskyard",
+    )
+    p.add_argument(
+        "--json",
+        metavar="PATH",
+        default="",
+        help="also write overhead_p50_ms, overhead_p99_ms, tasks_per_s, capacity and tasks to PATH",
+    )
     args = p.parse_args(argv)
     args.tasks = args.tasks or (200 if args.quick else 1000)
     return args
@@ -335,7 +412,7 @@ async def main_async(args: argparse.Namespace) -> int:
     load = Path("/proc/loadavg").read_text().split()[0]
     print(f"taskyard worker bench: {os.cpu_count()} CPUs, load average {load}")
     data_dir = Path(tempfile.mkdtemp(prefix="taskyard-bench-worker-"))
-    server = Server(data_dir, args.capacity, args.log_level)
+    server = Server(data_dir, args.capacity, args.log_level, args.taskyard)
     try:
         try:
             await server.start()
@@ -343,12 +420,15 @@ async def main_async(args: argparse.Namespace) -> int:
             print(exc, file=sys.stderr)
             return 1
         print(f"  taskyard up pid {server.proc.pid if server.proc else '?'} on {server.root_url}")
+        summary = summary_of(args, [], float("nan"))
         try:
-            await measure(server, args)
+            summary = await measure(server, args)
         except Exception as exc:  # a finding, not a crash: say what happened and what the server said
             print(f"  the bench failed: {exc!r}\n  server log tail:\n{server.log_tail()}")
         if server.proc is not None and server.proc.poll() is not None:
             print(f"  the server died (exit {server.proc.returncode}):\n{server.log_tail()}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(summary, indent=2) + "\n")
         return 0
     finally:
         server.stop()

@@ -8,6 +8,7 @@ as `Refused` with the status, TaskCluster's error code and its message (`model/c
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import AsyncIterator
@@ -38,6 +39,11 @@ class Credentials:
     client_id: str
     access_token: str = field(repr=False)
     certificate: str | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def ext(self) -> str | None:
+        """Hawk's `ext` for these credentials (their certificate), made once: every call sends it."""
+        return hawk_client.certificate_ext(self.certificate)
 
     @staticmethod
     def from_claim(value: Any) -> Credentials:
@@ -186,7 +192,7 @@ def _authorization(method: str, url: str, data: bytes | None, creds: Credentials
         JSON_TYPE,
         creds.client_id,
         creds.access_token,
-        ext=hawk_client.certificate_ext(creds.certificate),
+        ext=creds.ext,
     )
 
 

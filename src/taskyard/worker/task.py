@@ -90,7 +90,10 @@ class TaskRun:
             reclaimer.cancel()
 
     def _make_dirs(self) -> None:
-        for d in (self.task_dir, self.scratch, self.log_path.parent):
+        """The task directory and the log's. The scratch directory is made only if an upload
+        needs it (a file too large to compress in memory): a task that makes none saves a mkdir
+        and an rmtree."""
+        for d in (self.task_dir, self.log_path.parent):
             d.mkdir(parents=True, exist_ok=True)
 
     def clean_up(self) -> None:
