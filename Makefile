@@ -44,8 +44,6 @@ fmt: $(STAMP)
 # machine, more on a busy one). QUICK=1 runs each bench at its --quick size (~6 min); SCALE=full
 # runs bench/scale.py at the aims' own sizes (1M pending tasks, ~15 min more) instead of its
 # --quick ones. bench/peers.py installs procrastinate and Celery into bench/.peers-venv, not here.
-# bench/worker.py's printed output is kept too: the table reads its figures from there if it
-# writes no JSON.
 BENCH_QUICK = $(if $(QUICK),--quick)
 SCALE_SIZE = $(if $(filter full,$(SCALE)),,--quick)
 
@@ -53,8 +51,7 @@ bench: $(STAMP)
 	out=$${BENCH_OUT:-$$(mktemp -d -t taskyard-bench.XXXXXX)}; mkdir -p $$out; \
 	$(BIN)/python bench/budgets.py --json $$out/budgets.json; \
 	$(BIN)/python bench/lifecycle.py $(BENCH_QUICK) --json $$out/lifecycle.json; \
-	wj=$$($(BIN)/python bench/worker.py --help | grep -q -e --json && echo --json $$out/worker.json); \
-	$(BIN)/python bench/worker.py $(BENCH_QUICK) $$wj | tee $$out/worker.txt; \
+	$(BIN)/python bench/worker.py $(BENCH_QUICK) --json $$out/worker.json; \
 	$(BIN)/python bench/scale.py $(SCALE_SIZE) --json $$out/scale.json; \
 	$(BIN)/python bench/peers.py $(BENCH_QUICK) --json $$out/peers.json; \
 	$(BIN)/python bench/aims.py $$out

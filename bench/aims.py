@@ -4,7 +4,7 @@
 
   budgets.json    bench/budgets.py    aim 2, statements per hot call (tests/api/test_statement_budgets.py)
   lifecycle.json  bench/lifecycle.py  aims 1 and 3, lifecycles/s, dispatch, queue wait, CPU per lifecycle
-  worker.json     bench/worker.py     aim 5 (or worker.txt, its printed output, read when it has no --json)
+  worker.json     bench/worker.py     aim 5
   scale.json      bench/scale.py      aim 6, at the sizes it ran (--quick by default in `make bench`)
   peers.json      bench/peers.py      aim 4, procrastinate and Celery beside taskyard
 
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ if str(ROOT) not in sys.path:  # run as a script: `bench.*` is imported from the
 
 from bench import worker  # noqa: E402
 from bench.lifecycle import TARGETS, fmt  # noqa: E402
-from bench.peers import parse_worker_rate  # noqa: E402
 from bench.scaling import table as scale_table  # noqa: E402
 
 BACKENDS = ("sqlite", "postgres")
@@ -228,17 +226,6 @@ def peer_rows(data: Any) -> list[Row]:
     return rows
 
 
-WORKER_OVERHEAD = re.compile(r"^overhead p(50|99) ([0-9.]+) vs aim", re.MULTILINE)
-
-
-def parse_worker_output(text: str) -> dict[str, float]:
-    """bench/worker.py's figures from what it prints, for a worker.py without --json."""
-    figures = {f"overhead_p{p}_ms": float(v) for p, v in WORKER_OVERHEAD.findall(text)}
-    if (rate := parse_worker_rate(text)) is not None:
-        figures["tasks_per_s"] = rate
-    return figures
-
-
 def worker_rows(data: Any) -> list[Row]:
     """Aim 5: the worker's overhead per no-op task and its rate at capacity 4 (`taskyard up`, SQLite)."""
     rows = []
@@ -377,15 +364,12 @@ def render(table: list[Row]) -> str:
 
 
 def load(directory: Path) -> dict[str, Any]:
-    """The figures the benches wrote into `directory`; bench/worker.py's from its output if need be."""
+    """The figures the benches wrote into `directory`."""
     figures: dict[str, Any] = {}
     for name in FILES:
         path = directory / f"{name}.json"
         if path.exists():
             figures[name] = json.loads(path.read_text())
-    text = directory / "worker.txt"
-    if "worker" not in figures and text.exists():
-        figures["worker"] = parse_worker_output(text.read_text(errors="replace")) or None
     return figures
 
 

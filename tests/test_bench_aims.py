@@ -158,17 +158,6 @@ def test_the_rendered_table_puts_each_figure_under_its_backend() -> None:
     assert lines[1] == "-" * len(head)
 
 
-def test_the_worker_benchs_figures_are_read_from_its_output_when_it_writes_no_json(tmp_path: Path) -> None:
-    output = f"{'tasks/s (198/200 completed)':<42}{36.2:>9.1f}\n"
-    output += "overhead p50 58.0 vs aim <= 30 ms: 1.93x the aim\n"
-    output += "overhead p99 245.5 vs aim <= 100 ms: 2.46x the aim\n"
-    (tmp_path / "worker.txt").write_text(output)
-    expected = {"overhead_p50_ms": 58.0, "overhead_p99_ms": 245.5, "tasks_per_s": 36.2}
-    assert aims.load(tmp_path) == {"worker": expected}
-    (tmp_path / "worker.json").write_text('{"overhead_p50_ms": 20.0}')
-    assert aims.load(tmp_path)["worker"] == {"overhead_p50_ms": 20.0}
-
-
 def test_the_budget_figures_take_the_tests_columns() -> None:
     shaped = budgets.collected({"status": ((1, 1), (1, 2))}, {"status": {1: (1, 2)}})
     assert shaped == {
@@ -204,9 +193,8 @@ def test_make_bench_runs_every_bench_with_json_into_one_directory_then_the_table
         return done.stdout
 
     run = commands()
-    for name in ("budgets", "lifecycle", "scale", "peers"):
+    for name in ("budgets", "lifecycle", "worker", "scale", "peers"):
         assert re.search(rf"bench/{name}\.py +(--quick +)?--json \$out/{name}\.json", run), name
-    assert "bench/worker.py" in run and "$out/worker.txt" in run
     lines = [line for line in run.splitlines() if not line.startswith("make")]
     assert lines[-1].endswith("bench/aims.py $out")
     assert "bench/scale.py --quick" in run and "bench/lifecycle.py --quick" not in run
