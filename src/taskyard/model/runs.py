@@ -15,7 +15,6 @@ transitions only one commits; the other is recomputed on the fresh record.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field, replace
 from typing import get_args
 
@@ -87,7 +86,7 @@ class TaskRecord:
             "expires": d["expires"],
             "retriesLeft": self.retries_left,
             "state": self.state,
-            "runs": copy.deepcopy(self.runs),
+            "runs": copy_runs(self.runs),
         }
 
 
@@ -114,8 +113,14 @@ class Change:
         )
 
 
+def copy_runs(runs: list[RunStatus]) -> list[RunStatus]:
+    """A copy of `runs` that shares nothing with it: a run's values are all strings and numbers, so
+    a copy of each run's dict is a deep copy, at a fraction of `copy.deepcopy`'s cost."""
+    return [run.copy() for run in runs]
+
+
 def _fork(rec: TaskRecord) -> TaskRecord:
-    return replace(rec, runs=copy.deepcopy(rec.runs), definition=rec.definition)
+    return replace(rec, runs=copy_runs(rec.runs), definition=rec.definition)
 
 
 def _message(rec: TaskRecord, exchange: str, run: RunStatus | None, **extra: object) -> Message:

@@ -1,8 +1,9 @@
 """Background resolvers: expired claims, passed deadlines, dependencies, and expiry sweeps.
 
 Each is safe to run in several processes on one PostgreSQL: candidates are found with a
-query, and every change goes through `service.transition()`, whose conditional update lets
-only one process win; the losers see the new state and leave it alone.
+query, and every change goes through `service.transition()` (the dependency resolver's through
+`service.transition_many_tx()`, its set-based form), whose conditional update lets only one
+process win; the losers see the new state and leave it alone.
 
 One bad row never stops a resolver: a row it fails on is set aside (`service.set_aside`: logged,
 counted, held back for a while that grows with each failure) and the rest of the batch goes on.
