@@ -91,9 +91,9 @@ async def test_a_dependent_that_changed_meanwhile_is_left_alone(
     soon = dates.to_iso(clock.now + 10 * 60 * 1000)
     overdue = await create_dependents(queue, clock, parent, 5, deadline=soon)
     cancelled, scheduled = dependents[1], dependents[3]
-    await tasks.cancel_task(queue, cancelled, guard=ALLOW_ALL)
-    await tasks.schedule_task(queue, scheduled, guard=ALLOW_ALL)
     await complete(queue, [parent])
+    await tasks.cancel_task(queue, cancelled, guard=ALLOW_ALL)  # before the resolver gets to them
+    await tasks.schedule_task(queue, scheduled, guard=ALLOW_ALL)
     await published.collect()
     clock.advance(20 * 60)  # past the deadline of `overdue`, before the resolver runs
 

@@ -201,12 +201,23 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
 async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int) -> int:
     """Write `rec` if its row is still at `old_version`; answer the rows written (0: a lost race).
     `runner` is a transaction, or the storage itself for a write that is a transaction alone."""
-    return await runner.execute("update_task", **_update_row(rec, old_version))
+    return await runner.execute(
+        "update_task",
+        task_id=rec.task_id,
+        old_version=old_version,
+        runs=dumps(rec.runs),
+        state=rec.state,
+        retries_left=rec.retries_left,
+        taken_until=rec.taken_until,
+        claimed_at=rec.claimed_at,
+        ever_resolved=rec.ever_resolved,
+        priority=rec.priority,
+        version=rec.version,
+    )
 
 
 def _update_row(rec: TaskRecord, old_version: int) -> dict[str, object]:
-    """`update_task`'s parameters: what a transition may change in the row, and the version it must
-    still be at."""
+    """A row of `update_tasks`, `_write_record`'s set-based form: its parameters as a JSON object."""
     return {
         "task_id": rec.task_id,
         "old_version": old_version,
@@ -225,14 +236,23 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     """Put a pending run in the claim index and on its poll queue (queue/poll.py), and wake a
     waiting worker once this commits. The one place where runs become claimable (`apply_many_tx`
     does the same for many runs at once)."""
+    priority = task_definition.priority_rank(rec.priority)
     now = q.clock()
-    await tx.execute("insert_pending", **_pending_row(rec, run_id, now))
+    await tx.execute(
+        "insert_pending",
+        task_id=rec.task_id,
+        run_id=run_id,
+        task_queue_id=rec.task_queue_id,
+        priority=priority,
+        inserted=now,
+        deadline=rec.deadline,
+    )
     await insert_poll_message_tx(tx, rec, run_id, now)
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
 def _pending_row(rec: TaskRecord, run_id: int, now: int) -> dict[str, object]:
-    """A pending run's claim-index row: `insert_pending`'s parameters."""
+    """A row of `insert_pending_runs`, `enqueue_tx`'s claim-index row in set-based form."""
     return {
         "task_id": rec.task_id,
         "run_id": run_id,
@@ -247,19 +267,30 @@ async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int)
     """Put the pending run's message on the poll queue of its task queue and current priority;
     answer that queue's name. The caller tells other processes (a new pending run's notification
     on PENDING_CHANNEL does, see `Queue._pending_poll_message`)."""
-    row = _poll_message_row(rec, run_id, now)
-    await tx.execute("insert_poll_message", **row)
-    return str(row["queue_name"])
+    name = _poll_queue_name(rec)
+    await tx.execute(
+        "insert_poll_message",
+        message_id=azure_queue.new_message_id(),
+        queue_name=name,
+        task_id=rec.task_id,
+        run_id=run_id,
+        inserted=now,
+        expires=rec.deadline,
+    )
+    return name
+
+
+def _poll_queue_name(rec: TaskRecord) -> str:
+    """The poll queue of the task's task queue and current priority."""
+    rank = task_definition.priority_rank(rec.priority)
+    return azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
 
 
 def _poll_message_row(rec: TaskRecord, run_id: int, now: int) -> dict[str, object]:
-    """A pending run's poll message: `insert_poll_message`'s parameters."""
-    rank = task_definition.priority_rank(rec.priority)
+    """A row of `insert_poll_messages`, `insert_poll_message_tx`'s message in set-based form."""
     return {
         "message_id": azure_queue.new_message_id(),
-        "queue_name": azure_queue.queue_name(
-            rec.definition["provisionerId"], rec.definition["workerType"], rank
-        ),
+        "queue_name": _poll_queue_name(rec),
         "task_id": rec.task_id,
         "run_id": run_id,
         "inserted": now,
