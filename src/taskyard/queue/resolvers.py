@@ -125,9 +125,10 @@ async def _resolve_batch(q: Queue) -> int:
     async def first(tx: Tx) -> tuple[list[Row], str | None]:
         taken = await tx.fetch("take_resolutions", BATCH + len(held))
         rows = [r for r in taken if _resolution_key(r) not in held][:BATCH]
-        if rows:
-            await _satisfy_tx(tx, rows)
-        return rows, await _schedule_chunk_tx(q, tx, rows, "") if rows else None
+        if not rows:
+            return rows, None
+        await _satisfy_tx(tx, rows)
+        return rows, await _schedule_chunk_tx(q, tx, rows, "")
 
     rows, after = await run_in_transaction(q.storage, first)
     ids = [r["id"] for r in rows]
@@ -149,7 +150,7 @@ async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], after: str) -> s
     if not rows:
         return None  # another process holds them now, or finished them
     resolved = sorted({r["task_id"] for r in rows})
-    ready = await _unblocked_tx(tx, resolved, after, DEPENDENTS_PER_TRANSACTION + 1)
+    ready = await _unblocked(tx, resolved, after, DEPENDENTS_PER_TRANSACTION + 1)
     chunk = ready[:DEPENDENTS_PER_TRANSACTION]
     if chunk:
         await service.transition_many_tx(q, tx, chunk, lambda rec: _schedule_unblocked(q, rec))
@@ -169,7 +170,7 @@ async def _satisfy_tx(tx: Tx, rows: list[Row]) -> None:
     await tx.execute("satisfy_dependencies_of", resolved, completed)
 
 
-async def _unblocked_tx(session: Session, resolved: list[str], after: str, limit: int) -> list[str]:
+async def _unblocked(session: Session, resolved: list[str], after: str, limit: int) -> list[str]:
     """The first `limit` dependents after taskId `after` of these tasks that wait for nothing more
     and were never scheduled, in taskId order."""
     rows = await session.fetch("unblocked_dependents", resolved, after, limit)
@@ -216,7 +217,7 @@ async def _resolve_alone(q: Queue, row: Row) -> None:
     after = ""
     while True:
         async with q.storage.reader() as session:
-            chunk = await _unblocked_tx(session, [row["task_id"]], after, DEPENDENTS_PER_TRANSACTION)
+            chunk = await _unblocked(session, [row["task_id"]], after, DEPENDENTS_PER_TRANSACTION)
         if not chunk:
             break
         failures += await _schedule_chunk(q, chunk)
