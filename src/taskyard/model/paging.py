@@ -107,6 +107,11 @@ def after(query: Query, width: int, default: list[object]) -> list[object]:
         return default
     value = decode(query.token)
     key = value.get("k") if isinstance(value, dict) else None
+    if isinstance(value, dict) and type(value.get("o")) is int:
+        raise InputError(
+            "continuationToken is from before this list paged by key (it holds an offset): "
+            "list again from the start"
+        )
     if not isinstance(key, list) or len(key) != width:
         raise _bad_token()
     if any(type(k) is not type(d) or not _sane(k) for k, d in zip(key, default, strict=True)):

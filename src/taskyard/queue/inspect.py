@@ -135,12 +135,13 @@ async def list_claimed(q: Queue, task_queue_id: str, query: paging.Query) -> Cla
 async def list_dependents(q: Queue, task_id: str, query: paging.Query) -> Dependents:
     """Tasks that list `task_id` among their dependencies, by taskId."""
     await service.load(q, check_task_id(task_id))
-    start = paging.offset(query)
+    (after,) = paging.after(query, 1, [""])  # keyset: a deep page costs what the first does
     async with q.storage.reader() as session:
-        rows = await session.fetch("list_dependents", task_id, start, query.limit + 1)
+        rows = await session.fetch("list_dependents", task_id, after, query.limit + 1)
     tasks = groups.tasks_and_statuses(rows)
+    last: list[object] | None = [rows[query.limit - 1]["task_id"]] if len(rows) > query.limit else None
     return {
         "taskId": task_id,
         "tasks": tasks[: query.limit],
-        **paging.more(paging.offset_token(tasks, start, query.limit)),
+        **paging.more(paging.keyset_token(tasks, last, query.limit)),
     }

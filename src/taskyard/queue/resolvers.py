@@ -1,8 +1,9 @@
 """Background resolvers: expired claims, passed deadlines, dependencies, and expiry sweeps.
 
 Each is safe to run in several processes on one PostgreSQL: candidates are found with a
-query, and every change goes through `service.transition()`, whose conditional update lets
-only one process win; the losers see the new state and leave it alone.
+query, and every change goes through `service.transition()` (the dependency resolver's through
+`service.transition_many_tx()`, its set-based form), whose conditional update lets only one
+process win; the losers see the new state and leave it alone.
 
 One bad row never stops a resolver: a row it fails on is set aside (`service.set_aside`: logged,
 counted, held back for a while that grows with each failure) and the rest of the batch goes on.
@@ -29,10 +30,11 @@ from taskyard.queue.service import (
     EXPIRY_SWEEPER,
     Queue,
 )
-from taskyard.storage.port import Row, Tx
+from taskyard.storage.port import Row, Session, Tx, run_in_transaction
 
 log = logging.getLogger(__name__)
 BATCH = 32
+DEPENDENTS_PER_TRANSACTION = 500  # the dependency resolver's chunk: see `_resolve_batch`
 EXPIRY_GRACE_MS = 30 * 60 * 1000  # TaskCluster sweeps things that expired more than 30 minutes ago
 
 
@@ -94,8 +96,9 @@ async def _apply(q: Queue, job: str, task_id: str, step: Callable[[TaskRecord], 
 async def resolve_dependencies(q: Queue) -> int:
     """Process final resolutions: satisfy edges, schedule unblocked dependents, announce resolved groups.
 
-    A batch goes in one transaction. If that fails, each of its resolutions goes on its own, and
-    one that fails again is set aside.
+    A batch of resolutions goes in one transaction, or in several when they unblock more than
+    DEPENDENTS_PER_TRANSACTION dependents. If that fails, each of its resolutions goes on its
+    own, and one that fails again is set aside.
     """
     try:
         return await _resolve_batch(q)
@@ -107,31 +110,71 @@ async def resolve_dependencies(q: Queue) -> int:
 
 
 async def _resolve_batch(q: Queue) -> int:
+    """Take a batch of resolutions and satisfy their edges, then schedule the dependents they
+    unblocked, DEPENDENTS_PER_TRANSACTION at a time in taskId order, each chunk committed on its
+    own: the first are claimable at once, and no transaction holds the writer for long. The
+    transaction of the last chunk announces the groups and deletes the resolutions.
+
+    Between chunks the resolutions stay. A crash (or a failure) between them leaves them to be
+    taken again, and the next attempt finds only the dependents still unscheduled. On PostgreSQL
+    each chunk's transaction takes the resolutions again, skipping those another process holds:
+    one process at a time works on a resolution.
+    """
     held = service.held(q, DEPENDENCY_RESOLVER)
-    async with q.storage.transaction() as tx:
+
+    async def first(tx: Tx) -> tuple[list[Row], str | None]:
         taken = await tx.fetch("take_resolutions", BATCH + len(held))
         rows = [r for r in taken if _resolution_key(r) not in held][:BATCH]
         if not rows:
-            return 0
-        for task_id in await _satisfy_tx(tx, rows):
-            await service.transition_tx(q, tx, task_id, lambda rec: _schedule_unblocked(q, rec))
-        await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
-        await tx.execute("delete_resolutions", [r["id"] for r in rows])
+            return rows, None
+        await _satisfy_tx(tx, rows)
+        return rows, await _schedule_chunk_tx(q, tx, rows, "")
+
+    rows, after = await run_in_transaction(q.storage, first)
+    ids = [r["id"] for r in rows]
+    while after is not None:
+
+        async def next_chunk(tx: Tx, after: str = after) -> str | None:
+            return await _schedule_chunk_tx(q, tx, await tx.fetch("take_resolutions_again", ids), after)
+
+        after = await run_in_transaction(q.storage, next_chunk)
     for row in rows:
         q.set_aside[DEPENDENCY_RESOLVER].release(_resolution_key(row))
     return len(rows)
 
 
-async def _satisfy_tx(tx: Tx, rows: list[Row]) -> list[str]:
-    """Satisfy the edges these resolutions satisfy; answer the dependents now ready to schedule.
+async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], after: str) -> str | None:
+    """Schedule the first DEPENDENTS_PER_TRANSACTION dependents after taskId `after` that these
+    resolutions unblocked. Answer the last one's taskId if more may wait; else announce the groups,
+    delete the resolutions and answer None."""
+    if not rows:
+        return None  # another process holds them now, or finished them
+    resolved = sorted({r["task_id"] for r in rows})
+    ready = await _unblocked(tx, resolved, after, DEPENDENTS_PER_TRANSACTION + 1)
+    chunk = ready[:DEPENDENTS_PER_TRANSACTION]
+    if chunk:
+        await service.transition_many_tx(q, tx, chunk, lambda rec: _schedule_unblocked(q, rec))
+    if len(ready) > len(chunk):
+        return chunk[-1]
+    await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
+    await tx.execute("delete_resolutions", [r["id"] for r in rows])
+    return None
 
-    Both steps may run again for the same resolutions and answer the same: a dependent is ready
-    until it is scheduled, whether its last edge was satisfied now or by an earlier attempt.
-    """
+
+async def _satisfy_tx(tx: Tx, rows: list[Row]) -> None:
+    """Satisfy the edges these resolutions satisfy. Run again for the same resolutions it does
+    nothing more: a dependent stays ready until it is scheduled, whichever attempt satisfied its
+    last edge."""
     resolved = sorted({r["task_id"] for r in rows})
     completed = sorted({r["task_id"] for r in rows if r["resolution"] == "completed"})
     await tx.execute("satisfy_dependencies_of", resolved, completed)
-    return [r["dependent_task_id"] for r in await tx.fetch("unblocked_dependents", resolved)]
+
+
+async def _unblocked(session: Session, resolved: list[str], after: str, limit: int) -> list[str]:
+    """The first `limit` dependents after taskId `after` of these tasks that wait for nothing more
+    and were never scheduled, in taskId order."""
+    rows = await session.fetch("unblocked_dependents", resolved, after, limit)
+    return [r["dependent_task_id"] for r in rows]
 
 
 def _resolution_key(row: Row) -> str:
@@ -163,13 +206,24 @@ class DependentFailed(Exception):
 async def _resolve_alone(q: Queue, row: Row) -> None:
     """One resolution in steps that each commit, so that what can be done is done.
 
-    Its edges are satisfied, then each dependent it unblocked is scheduled on its own, then its
-    group is announced and the resolution deleted. If a step fails the resolution stays, to be
-    tried again: the steps already done do nothing the second time.
+    Its edges are satisfied, then the dependents it unblocked are scheduled a chunk at a time,
+    each dependent of a chunk that fails on its own; then its group is announced and the
+    resolution deleted. If a step fails the resolution stays, to be tried again: the steps
+    already done do nothing the second time.
     """
     async with q.storage.transaction() as tx:
-        ready = await _satisfy_tx(tx, [row])
-    await _schedule_each(q, ready)
+        await _satisfy_tx(tx, [row])
+    failures: list[str] = []
+    after = ""
+    while True:
+        async with q.storage.reader() as session:
+            chunk = await _unblocked(session, [row["task_id"]], after, DEPENDENTS_PER_TRANSACTION)
+        if not chunk:
+            break
+        failures += await _schedule_chunk(q, chunk)
+        after = chunk[-1]
+    if failures:
+        raise DependentFailed(f"could not schedule dependent task {', '.join(failures)}")
     async with q.storage.transaction() as tx:
         if await tx.fetchrow("take_resolution", row["id"]) is None:
             return  # another process has it, or finished it
@@ -177,8 +231,21 @@ async def _resolve_alone(q: Queue, row: Row) -> None:
         await tx.execute("delete_resolutions", [row["id"]])
 
 
-async def _schedule_each(q: Queue, task_ids: list[str]) -> None:
-    """Schedule each of these tasks in its own transaction; DependentFailed names any that failed."""
+async def _schedule_chunk(q: Queue, task_ids: list[str]) -> list[str]:
+    """Schedule these tasks in one transaction or, if that fails, each in its own; answer the
+    failures, as `taskId (error)`."""
+    try:
+        await run_in_transaction(
+            q.storage,
+            lambda tx: service.transition_many_tx(q, tx, task_ids, lambda rec: _schedule_unblocked(q, rec)),
+        )
+        return []
+    except Unavailable:
+        raise
+    except Exception:
+        log.info(
+            "%s: scheduling %d dependents together failed; one at a time", DEPENDENCY_RESOLVER, len(task_ids)
+        )
     failures = []
     for task_id in task_ids:
         try:
@@ -189,8 +256,7 @@ async def _schedule_each(q: Queue, task_ids: list[str]) -> None:
             raise
         except Exception as exc:
             failures.append(f"{task_id} ({type(exc).__name__}: {exc})")
-    if failures:
-        raise DependentFailed(f"could not schedule dependent task {', '.join(failures)}")
+    return failures
 
 
 def _schedule_unblocked(q: Queue, rec: TaskRecord) -> Change:

@@ -216,9 +216,26 @@ async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int)
     )
 
 
+def _update_row(rec: TaskRecord, old_version: int) -> dict[str, object]:
+    """A row of `update_tasks`, `_write_record`'s set-based form: its parameters as a JSON object."""
+    return {
+        "task_id": rec.task_id,
+        "old_version": old_version,
+        "runs": dumps(rec.runs),
+        "state": rec.state,
+        "retries_left": rec.retries_left,
+        "taken_until": rec.taken_until,
+        "claimed_at": rec.claimed_at,
+        "ever_resolved": rec.ever_resolved,
+        "priority": rec.priority,
+        "version": rec.version,
+    }
+
+
 async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     """Put a pending run in the claim index and on its poll queue (queue/poll.py), and wake a
-    waiting worker once this commits. The one place where runs become claimable."""
+    waiting worker once this commits. The one place where runs become claimable (`apply_many_tx`
+    does the same for many runs at once)."""
     priority = task_definition.priority_rank(rec.priority)
     now = q.clock()
     await tx.execute(
@@ -234,12 +251,23 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     tx.notify(PENDING_CHANNEL, rec.task_queue_id)
 
 
+def _pending_row(rec: TaskRecord, run_id: int, now: int) -> dict[str, object]:
+    """A row of `insert_pending_runs`, `enqueue_tx`'s claim-index row in set-based form."""
+    return {
+        "task_id": rec.task_id,
+        "run_id": run_id,
+        "task_queue_id": rec.task_queue_id,
+        "priority": task_definition.priority_rank(rec.priority),
+        "inserted": now,
+        "deadline": rec.deadline,
+    }
+
+
 async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int) -> str:
     """Put the pending run's message on the poll queue of its task queue and current priority;
     answer that queue's name. The caller tells other processes (a new pending run's notification
     on PENDING_CHANNEL does, see `Queue._pending_poll_message`)."""
-    rank = task_definition.priority_rank(rec.priority)
-    name = azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
+    name = _poll_queue_name(rec)
     await tx.execute(
         "insert_poll_message",
         message_id=azure_queue.new_message_id(),
@@ -252,9 +280,32 @@ async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int)
     return name
 
 
-async def publish_tx(q: Queue, tx: Tx, messages: list[Message]) -> None:
+def _poll_queue_name(rec: TaskRecord) -> str:
+    """The poll queue of the task's task queue and current priority."""
+    rank = task_definition.priority_rank(rec.priority)
+    return azure_queue.queue_name(rec.definition["provisionerId"], rec.definition["workerType"], rank)
+
+
+def _poll_message_row(rec: TaskRecord, run_id: int, now: int) -> dict[str, object]:
+    """A row of `insert_poll_messages`, `insert_poll_message_tx`'s message in set-based form."""
+    return {
+        "message_id": azure_queue.new_message_id(),
+        "queue_name": _poll_queue_name(rec),
+        "task_id": rec.task_id,
+        "run_id": run_id,
+        "inserted": now,
+        "expires": rec.deadline,
+    }
+
+
+async def publish_tx(q: Queue, tx: Tx, messages: list[Message], *, one_statement: bool = False) -> None:
+    """Write `messages` to the outbox in `tx`; with `one_statement`, in one statement however many
+    there are (a batch of changes), else one per message."""
     if messages:
-        await outbox.append_tx(tx, messages, now=q.clock())
+        if one_statement:
+            await outbox.append_in_one_tx(tx, messages, now=q.clock())
+        else:
+            await outbox.append_tx(tx, messages, now=q.clock())
         tx.after_commit(q.events_committed)
         tx.after_commit(lambda: count_events(q.metrics, messages))
 
@@ -321,6 +372,60 @@ async def transition_tx(q: Queue, tx: Tx, task_id: str, step: Callable[[TaskReco
     change = step(rec)
     await apply_tx(q, tx, change, old_version=rec.version)
     return change
+
+
+async def transition_many_tx(
+    q: Queue, tx: Tx, task_ids: list[str], step: Callable[[TaskRecord], Change]
+) -> list[Change]:
+    """`transition_tx` for each of these tasks, in a few statements however many they are: one read
+    of their rows (locked on PostgreSQL, in taskId order), `step` on each, then `apply_many_tx`.
+    A task that does not exist (expired meanwhile) is left out. Meant for a few hundred tasks at a
+    time: every row is read, and every statement carries them all."""
+    rows = await tx.fetch("get_tasks_for_update", sorted(set(task_ids)))
+    olds = [record_from_row(row) for row in rows]
+    changes = [(step(rec), rec.version) for rec in olds]
+    lost = await apply_many_tx(q, tx, changes)
+    again = [await transition_tx(q, tx, task_id, step) for task_id in lost]
+    return [change for change, _ in changes if change.record.task_id not in lost] + again
+
+
+async def apply_many_tx(q: Queue, tx: Tx, changes: list[tuple[Change, int]]) -> list[str]:
+    """`apply_tx` for many changes, each with its record's old version, in a few statements: one
+    conditional update for every row, then one insert each for the claim-index rows, the poll
+    messages and the events of the rows it wrote. A change that needs more (a dequeue, a priority,
+    a final resolution) goes through `apply_tx` on its own, which raises RaceLost for a lost race.
+    Answers the taskIds of the others whose update lost its race (the version moved): nothing of
+    those was written, and the caller decides.
+    """
+    simple: list[tuple[Change, int]] = []
+    for change, version in changes:
+        if change.dequeue or change.priority_changed or change.resolution is not None:
+            await apply_tx(q, tx, change, old_version=version)  # RaceLost if its race is lost
+        else:
+            simple.append((change, version))
+    written = await _write_records(tx, [(c.record, v) for c, v in simple if c.changed])
+    lost = [c.record.task_id for c, _ in simple if c.changed and c.record.task_id not in written]
+    applied = [c for c, _ in simple if not c.changed or c.record.task_id in written]
+    now = q.clock()
+    enqueued = [(c.record, c.enqueue_run) for c in applied if c.enqueue_run is not None]
+    if enqueued:
+        await tx.execute("insert_pending_runs", dumps([_pending_row(r, run, now) for r, run in enqueued]))
+        await tx.execute(
+            "insert_poll_messages", dumps([_poll_message_row(r, run, now) for r, run in enqueued])
+        )
+        for rec, _ in enqueued:
+            tx.notify(PENDING_CHANNEL, rec.task_queue_id)  # one wake-up per run, as enqueue_tx
+    await publish_tx(q, tx, [m for c in applied for m in c.messages], one_statement=True)
+    return lost
+
+
+async def _write_records(tx: Tx, records: list[tuple[TaskRecord, int]]) -> set[str]:
+    """`_write_record` for many records, each with the version its row must still be at, in one
+    statement; answer the taskIds written."""
+    if not records:
+        return set()
+    rows = dumps([_update_row(rec, old_version) for rec, old_version in records])
+    return {row["task_id"] for row in await tx.fetch("update_tasks", rows)}
 
 
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:

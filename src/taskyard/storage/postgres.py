@@ -251,10 +251,12 @@ class PostgresStorage:
                 broken = True
                 raise TransactionRolledBack("the connection closed before the transaction could commit")
             try:
-                record("pg_notify+COMMIT" if session.notes else "COMMIT", len(session.notes) + 1)
+                # PostgreSQL delivers a notification sent twice in a transaction once: send it once.
+                notes = list(dict.fromkeys(session.notes))
+                record("pg_notify+COMMIT" if notes else "COMMIT", len(notes) + 1)
                 with wrap_db_errors():
                     # Notifications ride in the same round trip as COMMIT, and are sent by it.
-                    await conn.execute(self._notify_sql(session.notes) + "COMMIT")
+                    await conn.execute(self._notify_sql(notes) + "COMMIT")
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
                     raise

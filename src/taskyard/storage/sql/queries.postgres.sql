@@ -6,6 +6,45 @@ SELECT * FROM tasks WHERE task_id = $1 FOR UPDATE
 -- name: get_tasks
 SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
 
+-- name: get_tasks_for_update
+-- Locked in taskId order, as every caller that locks several tasks locks them.
+SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id FOR UPDATE
+
+-- name: update_tasks
+-- update_task for many tasks in one statement: $1 is a JSON list of objects holding update_task's
+-- parameters. Answers the taskIds written: a row whose version moved is left as it is.
+UPDATE tasks t
+   SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
+       claimed_at = v.claimed_at, ever_resolved = v.ever_resolved, priority = v.priority,
+       version = v.version
+  FROM json_to_recordset($1::json) AS v(task_id text, old_version integer, runs text, state text,
+                                         retries_left integer, taken_until bigint, claimed_at bigint,
+                                         ever_resolved boolean, priority text, version integer)
+ WHERE t.task_id = v.task_id AND t.version = v.old_version
+RETURNING t.task_id
+
+-- name: insert_pending_runs
+-- insert_pending for many runs: $1 is a JSON list of objects holding its parameters.
+INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
+SELECT task_id, run_id, task_queue_id, priority, inserted, deadline
+  FROM json_to_recordset($1::json) AS v(task_id text, run_id integer, task_queue_id text,
+                                         priority integer, inserted bigint, deadline bigint)
+ON CONFLICT (task_id, run_id) DO NOTHING
+
+-- name: insert_poll_messages
+-- insert_poll_message for many runs: $1 is a JSON list of objects holding its parameters.
+INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, expires, visible, dequeue_count)
+SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
+  FROM json_to_recordset($1::json) AS v(message_id text, queue_name text, task_id text,
+                                         run_id integer, inserted bigint, expires bigint)
+
+-- name: insert_events
+-- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
+-- body]; $2 is when.
+INSERT INTO outbox (exchange, routing_key, cc, body, created)
+SELECT e ->> 0, e ->> 1, e ->> 2, e ->> 3, $2::bigint
+  FROM json_array_elements($1::json) WITH ORDINALITY AS v(e, n) ORDER BY n
+
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
@@ -39,6 +78,11 @@ SELECT id, task_id, task_group_id, resolution FROM task_resolutions
 -- One resolution, unless another process holds it; no row if it is gone or held.
 SELECT id FROM task_resolutions WHERE id = $1 FOR UPDATE SKIP LOCKED
 
+-- name: take_resolutions_again
+-- These resolutions (ids), those still there and not held by another process, to go on with them.
+SELECT id, task_id, task_group_id, resolution FROM task_resolutions
+ WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE SKIP LOCKED
+
 -- name: take_events
 -- Only one relay at a time across processes (the advisory lock keeps commit order). The rows
 -- go with the transaction: deleted if it commits, back in place if it rolls back.
@@ -64,13 +108,16 @@ UPDATE task_dependencies SET satisfied = TRUE
         OR (requires = 'all-resolved' AND required_task_id = ANY($1::text[])))
 
 -- name: unblocked_dependents
--- Dependents of these tasks that wait for no other task and were never scheduled.
+-- Dependents of these tasks ($1) that wait for no other task and were never scheduled: the first
+-- $3 after taskId $2.
 SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
   JOIN tasks t ON t.task_id = d.dependent_task_id
- WHERE d.required_task_id = ANY($1::text[]) AND t.state = 'unscheduled'
+ WHERE d.required_task_id = ANY($1::text[]) AND d.dependent_task_id > $2
+   AND t.state = 'unscheduled'
    AND NOT EXISTS (SELECT 1 FROM task_dependencies o
                     WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
  ORDER BY d.dependent_task_id
+ LIMIT $3
 
 -- name: resolved_groups
 -- Of these groups, those with no task still waiting for a final resolution.

@@ -58,10 +58,12 @@ INSERT INTO task_dependencies (required_task_id, dependent_task_id, requires, sa
 VALUES ($1, $2, $3, $4, $5)
 
 -- name: list_dependents
+-- A page of the task's dependents after taskId $2 ('' from the start), entered at that key of the
+-- edges' primary key, so a deep page costs what the first does.
 SELECT t.* FROM task_dependencies d JOIN tasks t ON t.task_id = d.dependent_task_id
- WHERE d.required_task_id = $1
+ WHERE d.required_task_id = $1 AND d.dependent_task_id > $2
  ORDER BY d.dependent_task_id
- LIMIT $3 OFFSET $2
+ LIMIT $3
 
 -- name: insert_resolution
 INSERT INTO task_resolutions (task_id, task_group_id, resolution) VALUES ($1, $2, $3)

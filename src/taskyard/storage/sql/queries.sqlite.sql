@@ -6,6 +6,46 @@ SELECT * FROM tasks WHERE task_id = $1
 -- name: get_tasks
 SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY task_id
 
+-- name: get_tasks_for_update
+SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY task_id
+
+-- name: update_tasks
+-- update_task for many tasks in one statement: $1 is a JSON list of objects holding update_task's
+-- parameters. Answers the taskIds written: a row whose version moved is left as it is.
+UPDATE tasks
+   SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
+       claimed_at = v.claimed_at, ever_resolved = v.ever_resolved, priority = v.priority,
+       version = v.version
+  FROM (SELECT value ->> 'task_id' AS task_id, value ->> 'old_version' AS old_version,
+               value ->> 'runs' AS runs, value ->> 'state' AS state,
+               value ->> 'retries_left' AS retries_left, value ->> 'taken_until' AS taken_until,
+               value ->> 'claimed_at' AS claimed_at, value ->> 'ever_resolved' AS ever_resolved,
+               value ->> 'priority' AS priority, value ->> 'version' AS version
+          FROM json_each($1)) AS v
+ WHERE tasks.task_id = v.task_id AND tasks.version = v.old_version
+RETURNING task_id
+
+-- name: insert_pending_runs
+-- insert_pending for many runs: $1 is a JSON list of objects holding its parameters.
+INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
+SELECT value ->> 'task_id', value ->> 'run_id', value ->> 'task_queue_id', value ->> 'priority',
+       value ->> 'inserted', value ->> 'deadline'
+  FROM json_each($1) WHERE TRUE
+ON CONFLICT (task_id, run_id) DO NOTHING
+
+-- name: insert_poll_messages
+-- insert_poll_message for many runs: $1 is a JSON list of objects holding its parameters.
+INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, expires, visible, dequeue_count)
+SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', value ->> 'run_id',
+       value ->> 'inserted', value ->> 'expires', value ->> 'inserted', 0
+  FROM json_each($1)
+
+-- name: insert_events
+-- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
+-- body]; $2 is when.
+INSERT INTO outbox (exchange, routing_key, cc, body, created)
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, $2 FROM json_each($1) ORDER BY key
+
 -- name: lock_required_tasks
 SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
@@ -44,6 +84,11 @@ SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id 
 -- name: take_resolution
 SELECT id FROM task_resolutions WHERE id = $1
 
+-- name: take_resolutions_again
+-- These resolutions (ids), those still there, to go on with them.
+SELECT id, task_id, task_group_id, resolution FROM task_resolutions
+ WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id
+
 -- name: take_events
 -- BEGIN IMMEDIATE already makes this the only writer; $2 (the lock key elsewhere) is unused.
 DELETE FROM outbox
@@ -68,13 +113,16 @@ UPDATE task_dependencies SET satisfied = TRUE
         OR (requires = 'all-resolved' AND required_task_id IN (SELECT value FROM json_each($1))))
 
 -- name: unblocked_dependents
--- Dependents of these tasks that wait for no other task and were never scheduled.
+-- Dependents of these tasks ($1) that wait for no other task and were never scheduled: the first
+-- $3 after taskId $2.
 SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
   JOIN tasks t ON t.task_id = d.dependent_task_id
- WHERE d.required_task_id IN (SELECT value FROM json_each($1)) AND t.state = 'unscheduled'
+ WHERE d.required_task_id IN (SELECT value FROM json_each($1)) AND d.dependent_task_id > $2
+   AND t.state = 'unscheduled'
    AND NOT EXISTS (SELECT 1 FROM task_dependencies o
                     WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
  ORDER BY d.dependent_task_id
+ LIMIT $3
 
 -- name: resolved_groups
 -- Of these groups, those with no task still waiting for a final resolution.
