@@ -233,8 +233,10 @@ class _Transaction:
         try:
             record("BEGIN")
             await storage._when_unlocked(writer.execute, "BEGIN IMMEDIATE")
-        except BaseException:
+        except BaseException as exc:
             storage._lock.release()
+            if isinstance(exc, sqlite3.Error):
+                _raise_translated(exc)
             raise
         self._session = _WriterSession(writer, storage._queries, storage._names)
         return self._session
@@ -364,9 +366,9 @@ class SQLiteStorage:
     async def _take_turn(self) -> None:
         """Hold the writer, once the transactions ahead are done; `DatabaseBusy` if that takes
         longer than `WAIT_TIMEOUT`, rather than pile callers up."""
-        wait = WAIT_TIMEOUT.get()
-        if wait is None:
-            await self._lock.acquire()
+        lock, wait = self._lock, WAIT_TIMEOUT.get()
+        if wait is None or not (lock.locked() or lock._waiters):
+            await lock.acquire()  # free and nobody queued for it: taken at once, no timer to set
             return
         try:
             async with asyncio.timeout(wait):
