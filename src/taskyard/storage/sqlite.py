@@ -16,6 +16,10 @@ could make such a statement slow is kept off the loop:
   connection of its own in a thread, alongside the writer.
 - Migrations, which may rebuild big tables, run in a thread before the server starts.
 
+What is left on the loop is the statements' own work. A long write (a sweep's batch, bounded by
+its LIMIT; a task's thousands of dependencies in one `executemany`) holds the loop for its
+milliseconds, where it used to hold only the writer: nothing else could write meanwhile anyway.
+
 Reads (`reader()`) may be long (a task group's listing, the UI's pages): they run on a second
 connection, on aiosqlite's thread.
 """
