@@ -288,7 +288,9 @@ class SQLiteStorage:
             with wrap_db_errors():
                 self._writer = await asyncio.to_thread(self._open_writer_and_migrate)
                 self._checkpointer = await asyncio.to_thread(self._connect)
-                self._reader = await aiosqlite.connect(self._path, isolation_level=None)
+                self._reader = await aiosqlite.connect(
+                    self._path, isolation_level=None, cached_statements=256
+                )
                 self._reader.row_factory = sqlite3.Row
                 for pragma in _PRAGMAS:
                     await self._reader.execute(f"PRAGMA {pragma}")
@@ -298,7 +300,10 @@ class SQLiteStorage:
         return self
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        # cached_statements: room for every named query (~130), so none is prepared twice
+        conn = sqlite3.connect(
+            self._path, isolation_level=None, check_same_thread=False, cached_statements=256
+        )
         for pragma in _PRAGMAS:
             conn.execute(f"PRAGMA {pragma}")
         return conn
