@@ -142,3 +142,26 @@ async def test_cancelled_transactions_never_leave_one_open(storage: Storage) -> 
     await write(1000)
     async with storage.reader() as session:
         assert await session.fetchrow("get_group", "g1000") is not None
+
+
+async def test_a_caller_cancelled_inside_its_transaction_rolls_it_back(storage: Storage) -> None:
+    """Cancelled while its block awaits something else, with statements already run: they are
+    undone, and the next transaction gets the connection (on SQLite: the one writer) at once."""
+    inside = asyncio.Event()
+
+    async def write() -> None:
+        async with storage.transaction() as tx:
+            await tx.execute("insert_group", "cancelled", "-", 1)
+            inside.set()
+            await asyncio.Event().wait()  # a client hanging up lands here
+
+    attempt = asyncio.create_task(write())
+    await inside.wait()
+    attempt.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await attempt
+    async with storage.transaction() as tx:
+        await tx.execute("insert_group", "after", "-", 1)
+    async with storage.reader() as session:
+        assert await session.fetchrow("get_group", "cancelled") is None
+        assert await session.fetchrow("get_group", "after") is not None

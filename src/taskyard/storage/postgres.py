@@ -35,7 +35,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncpg
 
@@ -100,55 +100,82 @@ def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
     return None
 
 
+def translated(exc: Exception) -> Exception:
+    """The port's error for a driver's exception; `exc` itself if it is none of the port's."""
+    if isinstance(exc, asyncpg.UniqueViolationError):
+        return UniqueViolation(f"conflicting row: {exc.detail or exc}")
+    kind = classify(exc)
+    if kind is None:
+        return exc
+    if kind is TransactionRolledBack:
+        why = _ROLLED_BACK.get(str(getattr(exc, "sqlstate", "")), "a schema change")
+        return TransactionRolledBack(f"PostgreSQL rolled the transaction back after {why}")
+    return DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}")
+
+
+def _raise_translated(exc: Exception) -> NoReturn:
+    port_error = translated(exc)
+    if port_error is exc:
+        raise exc
+    raise port_error from exc
+
+
 @contextmanager
 def wrap_db_errors() -> Iterator[None]:
-    """Translate asyncpg's exceptions into the port's."""
+    """Translate asyncpg's exceptions into the port's (see `translated`)."""
     try:
         yield
-    except asyncpg.UniqueViolationError as exc:
-        raise UniqueViolation(f"conflicting row: {exc.detail or exc}") from exc
     except Exception as exc:
-        kind = classify(exc)
-        if kind is None:
-            raise
-        if kind is TransactionRolledBack:
-            why = _ROLLED_BACK.get(str(getattr(exc, "sqlstate", "")), "a schema change")
-            raise TransactionRolledBack(f"PostgreSQL rolled the transaction back after {why}") from exc
-        raise DatabaseUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}: {exc}") from exc
+        _raise_translated(exc)
 
 
 class _Session(BaseSession[asyncpg.Connection]):
+    # try/except rather than `with wrap_db_errors()`: these run for every statement.
     async def execute(self, name: str, *args: object, **params: object) -> int:
-        args = self.bind(name, args, params)
+        if params:
+            args = self.bind(name, args, params)
         record(name)
-        with wrap_db_errors():
-            tag = await self._conn.execute(self._queries[name], *args)
+        try:
+            tag: str = await self._conn.execute(self._queries[name], *args)
+        except Exception as exc:
+            _raise_translated(exc)
         last = tag.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         record(name, len(rows))  # asyncpg pipelines the rows: one round trip
-        with wrap_db_errors():
+        try:
             await self._conn.executemany(self._queries[name], rows)
+        except Exception as exc:
+            _raise_translated(exc)
 
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
-        args = self.bind(name, args, params)
+        if params:
+            args = self.bind(name, args, params)
         record(name)
-        with wrap_db_errors():
+        try:
             return list(await self._conn.fetch(self._queries[name], *args))
+        except Exception as exc:
+            _raise_translated(exc)
 
     async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
-        args = self.bind(name, args, params)
+        if params:
+            args = self.bind(name, args, params)
         record(name)
-        with wrap_db_errors():
+        try:
             row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
-            return row
+        except Exception as exc:
+            _raise_translated(exc)
+        return row
 
     async def fetchval(self, name: str, *args: object, **params: object) -> Any:
-        args = self.bind(name, args, params)
+        if params:
+            args = self.bind(name, args, params)
         record(name)
-        with wrap_db_errors():
+        try:
             return await self._conn.fetchval(self._queries[name], *args)
+        except Exception as exc:
+            _raise_translated(exc)
 
 
 class PostgresStorage:
@@ -214,8 +241,12 @@ class PostgresStorage:
     async def _acquire(self, pool: asyncpg.Pool) -> Any:
         wait = WAIT_TIMEOUT.get()
         with wrap_db_errors():
+            if wait is None:
+                return await pool.acquire()
             try:
-                return await (pool.acquire() if wait is None else pool.acquire(timeout=wait))
+                # asyncio.timeout, not acquire(timeout=): that runs the wait in a task of its own
+                async with asyncio.timeout(wait):
+                    return await pool.acquire()
             except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
                 raise DatabaseBusy(
                     f"all {self._pool_size} database connections stayed busy for {wait} s"
