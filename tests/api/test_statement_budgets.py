@@ -85,7 +85,10 @@ async def within_budget(
 
 def assert_budget(api: Api, call: str, tally: Tally) -> None:
     budget = BUDGETS[call][backend(api)]
-    spent = (tally.statements, tally.round_trips)
+    # Auth re-reads its generation counter when a few seconds have passed since the last time,
+    # whatever the call: on a slow machine a call may meet it. It is not the call's cost.
+    recheck = tally.trips.count("get_auth_generation")
+    spent = (tally.statements - recheck, tally.round_trips - recheck)
     SPENT.setdefault(call, {})[backend(api)] = spent
     assert spent == budget, f"{call}: {spent} (statements, round trips), not {budget}: {tally.trips}"
 
