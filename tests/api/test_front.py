@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from taskyard.api.app import Services, build_app
+from taskyard.cli.connections import forwarded_headers
 
 
 @pytest.mark.parametrize(
@@ -21,7 +22,7 @@ async def test_a_trusted_proxy_says_the_scheme(
     services: Services, client: str, headers: dict[str, str], seen: str
 ) -> None:
     app = build_app(services)
-    app.trust_proxies("127.0.0.1,::1")
+    app.trust_proxies(forwarded_headers("127.0.0.1,::1"))
     transport = httpx.ASGITransport(app=app, client=(client, 40000))
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
         reply = await http.get("/api", headers=headers)

@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import orjson
 from starlette.applications import Starlette
@@ -19,7 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from taskyard.api import (
     artifacts_v1,
@@ -388,11 +387,12 @@ class App(Starlette):
             app = cls(app, *args, **kwargs)
         return app
 
-    def trust_proxies(self, hosts: list[str] | str) -> None:
-        """Take the scheme and the client's address from the `X-Forwarded-Proto` and `-For` headers
-        of requests from `hosts`, as uvicorn's `ProxyHeadersMiddleware` does (it is that
-        middleware, called only for requests that carry one of those headers)."""
-        self.proxy = cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, _nothing), trusted_hosts=hosts))
+    def trust_proxies(self, rewrite: ASGIApp) -> None:
+        """Apply a trusted proxy's `X-Forwarded-Proto` and `-For` headers to each request that
+        carries one: `rewrite` changes the request's scope and answers nothing. The server gives
+        the uvicorn middleware that would otherwise wrap the whole app (`cli/connections.py`), so
+        that a request without those headers costs nothing."""
+        self.proxy = rewrite
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope["app"] = self
@@ -460,10 +460,6 @@ class App(Starlette):
         scope["route"] = route
         scope.update(child)
         return point
-
-
-async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
-    """The app `trust_proxies()` gives uvicorn's middleware: the front goes on by itself."""
 
 
 def build_app(services: Services) -> App:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from typing import Any
+from typing import Any, cast
 
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
@@ -100,3 +102,14 @@ def raise_open_files_limit() -> int:
         log.warning("could not raise the open-files limit from %d to %d: %s", soft, wanted, exc)
         return soft
     return wanted
+
+
+def forwarded_headers(trusted_hosts: list[str] | str) -> ASGIApp:
+    """What `App.trust_proxies()` takes: uvicorn's `ProxyHeadersMiddleware` for `trusted_hosts`,
+    around an app that does nothing, so that it only rewrites the scope (the scheme and the
+    client's address) of a request from a trusted proxy."""
+    return cast(ASGIApp, ProxyHeadersMiddleware(cast(Any, _nothing), trusted_hosts=trusted_hosts))
+
+
+async def _nothing(scope: Scope, receive: Receive, send: Send) -> None:
+    """The app inside `forwarded_headers()`: the front goes on by itself."""

@@ -24,7 +24,7 @@ from taskyard.api.shedding import Limits
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
-from taskyard.cli.connections import raise_open_files_limit, with_head_timeout
+from taskyard.cli.connections import forwarded_headers, raise_open_files_limit, with_head_timeout
 from taskyard.cli.processes import die_with_parent
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
@@ -239,7 +239,7 @@ async def serve(
             # (FORWARDED_ALLOW_IPS, else 127.0.0.1 and ::1), and only when a request carries one.
             proxy_headers=False,
         )
-        deployment.app.trust_proxies(served.forwarded_allow_ips)
+        deployment.app.trust_proxies(forwarded_headers(served.forwarded_allow_ips))
         server = _Server(
             served,
             deployment,
