@@ -40,7 +40,7 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 # bench: every bench with --json into one directory (BENCH_OUT, else a new temporary one), then
-# bench/aims.py's table of the six speed aims, the peers beside taskyard (~20 min on a quiet 2-core
+# bench/aims.py's table of the six speed aims, the peers beside taskyard (~13 min on a quiet 2-core
 # machine, more on a busy one). QUICK=1 runs each bench at its --quick size (~6 min); SCALE=full
 # runs bench/scale.py at the aims' own sizes (1M pending tasks, ~15 min more) instead of its
 # --quick ones. bench/peers.py installs procrastinate and Celery into bench/.peers-venv, not here.
