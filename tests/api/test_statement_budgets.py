@@ -25,7 +25,7 @@ import pytest
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, slugid
 from taskyard.storage.counting import Tally, counting
-from tests.api.conftest import BASE, TASK_QUEUE_ID, Api, Credentials, task_definition
+from tests.api.conftest import BASE, TASK_QUEUE_ID, Api, Credentials, call_cost, task_definition
 from tests.conftest import SECRET_KEY, FakeClock
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
@@ -85,10 +85,7 @@ async def within_budget(
 
 def assert_budget(api: Api, call: str, tally: Tally) -> None:
     budget = BUDGETS[call][backend(api)]
-    # Auth re-reads its generation counter when a few seconds have passed since the last time,
-    # whatever the call: on a slow machine a call may meet it. It is not the call's cost.
-    recheck = tally.trips.count("get_auth_generation")
-    spent = (tally.statements - recheck, tally.round_trips - recheck)
+    spent = call_cost(tally)
     SPENT.setdefault(call, {})[backend(api)] = spent
     assert spent == budget, f"{call}: {spent} (statements, round trips), not {budget}: {tally.trips}"
 

@@ -13,7 +13,7 @@ from taskyard.events.outbox import OutboxRelay
 from taskyard.model import slugid
 from taskyard.queue import tasks
 from taskyard.storage.counting import counting
-from tests.api.conftest import TASK_QUEUE_ID, Api, task_definition
+from tests.api.conftest import TASK_QUEUE_ID, Api, call_cost, task_definition
 
 OTHER_QUEUE = "ui-prov/other-queue"
 
@@ -128,12 +128,11 @@ async def test_quarantined_workers_are_marked_by_their_queue(api: Api) -> None:
 
 async def statements_of(api: Api, path: str) -> tuple[int, httpx.Response]:
     """The SQL statements a page runs: this request's alone (background loops are not counted),
-    and without auth's check that its cached clients and roles are fresh, which runs when its
-    interval has passed, however many tasks there are."""
+    as `call_cost` counts them."""
     with counting() as tally:
         answer = await get(api, path)
     assert answer.status_code == 200, answer.text
-    return len([trip for trip in tally.trips if trip != "get_auth_generation"]), answer
+    return call_cost(tally)[0], answer
 
 
 async def create_many(api: Api, count: int, **overrides: Any) -> None:
