@@ -60,7 +60,16 @@ async def insert_unchecked(api: Api, expires: str = FAR) -> str:
     definition = {**tasks.define(api.queue, task_id, task_definition(api.clock)), "expires": expires}
     rec = tasks.new_record(task_id, definition, 5)
     async with api.queue.storage.transaction() as tx:
-        await tx.fetchrow("join_group", task_id, "-", rec.expires + dates.HOUR, api.clock(), task_id)
+        expires = rec.expires + dates.HOUR
+        await tx.fetchrow(
+            "join_group",
+            task_group_id=task_id,
+            scheduler_id="-",
+            expires=expires,
+            now=api.clock(),
+            task_id=task_id,
+            needed=expires,
+        )
         await service.insert_record_tx(tx, rec)
     return task_id
 

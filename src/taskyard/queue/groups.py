@@ -72,11 +72,20 @@ async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> bool:
     """Create the task's group or check it may join it: same schedulerId, not sealed. Answer
     whether the task itself exists already (it may have been created since: that is for the
     task's own insert to find out)."""
-    # One upsert creates the group, renews an expired one, or extends a live one; it answers the
-    # group as it now stands. A refusal below rolls it back with the rest of createTask.
-    expires = rec.expires + dates.HOUR
+    # One statement creates the group, renews an expired one, or extends a live one that would
+    # expire within the hour after the task; it answers the group as it now stands. A refusal
+    # below rolls it back with the rest of createTask. Extending by two hours rather than one
+    # leaves most tasks of a busy group nothing to write: on PostgreSQL they join it under a
+    # shared lock, not one after another.
+    needed = rec.expires + dates.HOUR
     row = await tx.fetchrow(
-        "join_group", rec.task_group_id, rec.scheduler_id, expires, q.clock(), rec.task_id
+        "join_group",
+        task_group_id=rec.task_group_id,
+        scheduler_id=rec.scheduler_id,
+        expires=needed + dates.HOUR,
+        now=q.clock(),
+        task_id=rec.task_id,
+        needed=needed,
     )
     assert row is not None
     if row["scheduler_id"] != rec.scheduler_id:

@@ -91,14 +91,27 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: join_group
--- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it, and
--- whether task $5 exists already (createTask's repeat check, without a statement of its own).
-INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
-ON CONFLICT (task_group_id) DO UPDATE
-   SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
-       sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
-       expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE GREATEST(g.expires, excluded.expires) END
-RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = $5) AS task_exists
+-- Join a task to its group: create the group, renew it if it expired before :now, or extend its
+-- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
+-- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+-- A live group that lasts long enough is only locked FOR SHARE, so tasks join one group
+-- concurrently; sealTaskGroup's UPDATE waits for them, and they for it. Only a group to create,
+-- renew or extend is written, under the row's exclusive lock.
+WITH live AS (
+  SELECT scheduler_id, sealed FROM task_groups
+   WHERE task_group_id = :task_group_id AND expires >= :now AND expires >= :needed
+     FOR SHARE
+), joined AS (
+  INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed)
+  SELECT :task_group_id, :scheduler_id, :expires, NULL WHERE NOT EXISTS (SELECT 1 FROM live)
+  ON CONFLICT (task_group_id) DO UPDATE
+     SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
+         sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
+         expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+  RETURNING g.scheduler_id, g.sealed
+)
+SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
+  FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.

@@ -96,14 +96,15 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: join_group
--- Create the group, or renew it if it expired ($4 is now), or extend its expiry; answer it, and
--- whether task $5 exists already (createTask's repeat check, without a statement of its own).
-INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES ($1, $2, $3, NULL)
+-- Join a task to its group: create the group, renew it if it expired before :now, or extend its
+-- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
+-- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES (:task_group_id, :scheduler_id, :expires, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
-   SET scheduler_id = CASE WHEN g.expires < $4 THEN excluded.scheduler_id ELSE g.scheduler_id END,
-       sealed = CASE WHEN g.expires < $4 THEN NULL ELSE g.sealed END,
-       expires = CASE WHEN g.expires < $4 THEN excluded.expires ELSE MAX(g.expires, excluded.expires) END
-RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = $5) AS task_exists
+   SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
+       sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
+       expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.

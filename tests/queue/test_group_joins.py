@@ -1,0 +1,94 @@
+"""Tasks joining a group: how long the group lasts, and, on PostgreSQL, that tasks join a live
+group side by side while sealing it waits for them (and they for the seal)."""
+
+from __future__ import annotations
+
+import asyncpg
+import pytest
+
+from taskyard.model import dates
+from taskyard.model.errors import RequestConflict
+from taskyard.model.guard import ALLOW_ALL
+from taskyard.queue import groups, tasks
+from taskyard.queue.service import Queue
+from taskyard.storage import _queries
+from tests.conftest import FakeClock
+from tests.queue.helpers import definition, new_id
+
+DAY = 24 * dates.HOUR
+
+
+async def create_in(queue: Queue, clock: FakeClock, group: str, expires: int) -> str:
+    task_id = new_id()
+    body = definition(clock.now, taskGroupId=group, expires=dates.to_iso(expires))
+    await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
+    return task_id
+
+
+async def group_expires(queue: Queue, group: str) -> int:
+    return dates.parse_iso((await groups.get_task_group(queue, group))["expires"])
+
+
+async def test_a_group_outlives_its_tasks_by_one_to_two_hours(queue: Queue, clock: FakeClock) -> None:
+    group = new_id()
+    first = clock.now + DAY
+    await create_in(queue, clock, group, first)
+    assert await group_expires(queue, group) == first + 2 * dates.HOUR
+
+    # A task expiring at least an hour before the group leaves it as it is ...
+    await create_in(queue, clock, group, first + dates.HOUR)
+    await create_in(queue, clock, group, first - DAY // 2)
+    assert await group_expires(queue, group) == first + 2 * dates.HOUR
+
+    # ... one expiring later extends it to two hours after that task.
+    later = first + dates.HOUR + 1
+    await create_in(queue, clock, group, later)
+    assert await group_expires(queue, group) == later + 2 * dates.HOUR
+
+
+async def test_an_expired_group_starts_afresh_for_its_next_task(queue: Queue, clock: FakeClock) -> None:
+    group = new_id()
+    await create_in(queue, clock, group, clock.now + DAY)
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
+    clock.advance((DAY + 3 * dates.HOUR) / 1000)
+    again = clock.now + DAY
+    await create_in(queue, clock, group, again)
+    body = await groups.get_task_group(queue, group)
+    assert "sealed" not in body
+    assert dates.parse_iso(body["expires"]) == again + 2 * dates.HOUR
+
+
+@pytest.mark.postgres
+async def test_tasks_join_a_live_group_side_by_side_and_a_seal_waits_for_them(
+    queue: Queue, clock: FakeClock, db_url: str
+) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has one writer: joins never overlap")
+    group = new_id()
+    expires = clock.now + DAY
+    await create_in(queue, clock, group, expires)
+    join = _queries.load("postgres")["join_group"]
+    named = {"task_group_id": group, "scheduler_id": "-", "expires": expires + 2 * dates.HOUR,
+             "now": clock.now, "task_id": "no-such-task", "needed": expires + dates.HOUR}  # fmt: skip
+    args = [named[name] for name in _queries.parameter_names("postgres")["join_group"]]
+    first, second = await asyncpg.connect(db_url), await asyncpg.connect(db_url)
+    try:
+        async with first.transaction():
+            await first.fetchrow(join, *args)  # a createTask, still open, in the group
+            # lock_timeout turns a wait for the first's lock into an error at once
+            async with second.transaction():
+                await second.execute("SET LOCAL lock_timeout = '10ms'")
+                row = await second.fetchrow(join, *args)  # another task joins meanwhile
+                assert row is not None and row["sealed"] is None
+            with pytest.raises(asyncpg.LockNotAvailableError):
+                async with second.transaction():
+                    await second.execute("SET LOCAL lock_timeout = '10ms'")
+                    await second.execute(
+                        "UPDATE task_groups SET sealed = $2 WHERE task_group_id = $1", group, clock.now
+                    )
+    finally:
+        await first.close()
+        await second.close()
+    await groups.seal_task_group(queue, group, guard=ALLOW_ALL)  # once they are done, it seals
+    with pytest.raises(RequestConflict, match="sealed"):
+        await create_in(queue, clock, group, expires)
