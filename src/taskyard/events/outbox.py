@@ -40,7 +40,7 @@ GATHER_SECONDS = 0.002
 async def append_tx(tx: Tx, messages: Sequence[Message], *, now: int) -> None:
     """Write `messages` to the outbox inside the caller's transaction, dated `now` (epoch ms)."""
     if messages:
-        await tx.executemany("insert_event", [(*_columns(m), now) for m in messages])
+        await tx.defer_many("insert_event", [(*_columns(m), now) for m in messages])
 
 
 async def append_in_one_tx(tx: Tx, messages: Sequence[Message], *, now: int) -> None:

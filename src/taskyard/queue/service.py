@@ -193,7 +193,7 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
     if change.enqueue_run is not None:
         await enqueue_tx(q, tx, rec, change.enqueue_run)
     if change.resolution is not None:
-        await tx.execute("insert_resolution", rec.task_id, rec.task_group_id, change.resolution)
+        await tx.defer("insert_resolution", rec.task_id, rec.task_group_id, change.resolution)
         tx.after_commit(q.resolutions_committed.set)
     await publish_tx(q, tx, change.messages)
 
@@ -238,7 +238,7 @@ async def enqueue_tx(q: Queue, tx: Tx, rec: TaskRecord, run_id: int) -> None:
     does the same for many runs at once)."""
     priority = task_definition.priority_rank(rec.priority)
     now = q.clock()
-    await tx.execute(
+    await tx.defer(
         "insert_pending",
         task_id=rec.task_id,
         run_id=run_id,
@@ -268,7 +268,7 @@ async def insert_poll_message_tx(tx: Tx, rec: TaskRecord, run_id: int, now: int)
     answer that queue's name. The caller tells other processes (a new pending run's notification
     on PENDING_CHANNEL does, see `Queue._pending_poll_message`)."""
     name = _poll_queue_name(rec)
-    await tx.execute(
+    await tx.defer(
         "insert_poll_message",
         message_id=azure_queue.new_message_id(),
         queue_name=name,

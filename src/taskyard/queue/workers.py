@@ -162,7 +162,7 @@ async def seen_tx(
     await _task_queue_seen_tx(q, tx, task_queue_id, now)
     recent = orjson.loads(row["recent_tasks"]) if row else []
     recent = (recent + [{"taskId": t, "runId": r} for t, r in claimed])[-RECENT_TASKS:]
-    await tx.execute(
+    await tx.defer(
         "upsert_worker",
         task_queue_id=task_queue_id,
         worker_group=worker[0],
@@ -179,7 +179,7 @@ async def seen_tx(
 async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
     last = q.seen_writes.get(task_queue_id, 0)
     if now - last >= TASK_QUEUE_WRITE_EVERY:
-        await tx.execute("upsert_task_queue", task_queue_id, now + dates.DAY, now)
+        await tx.defer("upsert_task_queue", task_queue_id, now + dates.DAY, now)
         # Once it is written: a transaction rolled back (and perhaps run again) must write it again.
         tx.after_commit(lambda: q.seen_writes.__setitem__(task_queue_id, now))
 

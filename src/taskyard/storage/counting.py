@@ -7,11 +7,11 @@ statement costs the adapter one context-variable lookup.
 What counts as one statement: every SQL statement the database runs, BEGIN and COMMIT included,
 each `pg_notify` that rides with COMMIT, and each row of an `executemany`. What counts as one
 round trip: one wait for the database, which on PostgreSQL is one exchange with the server (a
-cached prepared statement's bind and execute; a COMMIT together with its notifications; a whole
-`executemany`, which asyncpg pipelines) and on SQLite one call into SQLite (the writer's run on
-the event loop, a reader's are one hop to its thread). A
-statement's first run on a PostgreSQL connection costs one more trip to prepare it, which is not
-counted: asyncpg then keeps it prepared.
+cached prepared statement's bind and execute; a COMMIT together with its notifications and the
+deferred writes before it; deferred writes sent ahead of a statement; a whole `executemany`, which
+asyncpg pipelines) and on SQLite one call into SQLite (the writer's run on the event loop, a
+reader's are one hop to its thread). A statement's first run on a PostgreSQL connection costs one
+more trip to prepare it, which is not counted: asyncpg then keeps it prepared.
 """
 
 from __future__ import annotations

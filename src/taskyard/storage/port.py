@@ -85,6 +85,15 @@ class Session(Protocol):
 
 
 class Tx(Session, Protocol):
+    async def defer(self, name: str, *args: object, **params: object) -> None:
+        """Run a write whose outcome nobody reads (its row count, its errors at the call): at
+        once on SQLite; on PostgreSQL it rides with the transaction's next statement or its
+        COMMIT, in the same round trip, so every statement still sees it. An error it meets is
+        raised there, and rolls the transaction back. Its arguments are None, bool, int or str."""
+
+    async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        """`defer` once per row of arguments, in order."""
+
     def notify(self, channel: str, payload: str) -> None:
         """Tell every listener on `channel`, in this process and others, once this commits."""
 

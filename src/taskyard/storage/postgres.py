@@ -11,6 +11,12 @@ is `TransactionRolledBack`. A transaction whose connection fails before COMMIT i
 `TransactionRolledBack` too (see the port for who runs it again); one whose COMMIT may have
 reached the server is not. A connection that failed is closed, never handed back to the pool.
 
+Deferred writes (`Tx.defer`: the outbox's events, a resolution, a worker seen) are held as SQL
+with their arguments written in as literals, and sent ahead of the transaction's next statement
+or with its COMMIT, as one simple-protocol query: a createTask, claimWork or report then costs
+two or three round trips fewer. Every statement still runs in the order the code made it; an
+error in a deferred write surfaces at that next statement or at COMMIT, and nothing commits.
+
 Notifications arrive on one connection of their own. A task keeps it up: it learns that the
 connection is gone from the driver or, should the driver not notice (a silent network), from a
 probe every `listener_probe_seconds`; it reconnects with backoff whatever the errors on the way,
@@ -28,9 +34,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
+import re
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -130,10 +138,47 @@ def wrap_db_errors() -> Iterator[None]:
 
 
 class _Session(BaseSession[asyncpg.Connection]):
+    """Statements on one pooled connection. Deferred writes (`defer`) wait in `_deferred`, as SQL
+    with their arguments written in, until the next statement or COMMIT: then they go first, in
+    the same round trip (a simple-protocol query of several statements) or, before a statement of
+    the extended protocol, in one of their own."""
+
+    def __init__(self, conn: asyncpg.Connection, queries: dict[str, str], names: Any) -> None:
+        super().__init__(conn, queries, names)
+        self._deferred: list[str] = []
+        self._deferred_names: list[str] = []
+
+    async def defer(self, name: str, *args: object, **params: object) -> None:
+        if params:
+            args = self.bind(name, args, params)
+        self._deferred.append(_with_literals(self._queries[name], args))
+        self._deferred_names.append(name)
+
+    async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        query = self._queries[name]
+        self._deferred.extend(_with_literals(query, tuple(row)) for row in rows)
+        self._deferred_names.extend(name for _ in rows)
+
+    def take_deferred(self) -> tuple[str, list[str]]:
+        """The deferred writes as one SQL text, and their names; none are left deferred."""
+        sql, names = "".join(self._deferred), self._deferred_names
+        self._deferred, self._deferred_names = [], []
+        return sql, names
+
+    async def _flush(self) -> None:
+        sql, names = self.take_deferred()
+        record(_trip_name(names), len(names))
+        try:
+            await self._conn.execute(sql)
+        except Exception as exc:
+            _raise_translated(exc)
+
     # try/except rather than `with wrap_db_errors()`: these run for every statement.
     async def execute(self, name: str, *args: object, **params: object) -> int:
         if params:
             args = self.bind(name, args, params)
+        if self._deferred:
+            await self._flush()
         record(name)
         try:
             tag: str = await self._conn.execute(self._queries[name], *args)
@@ -143,6 +188,8 @@ class _Session(BaseSession[asyncpg.Connection]):
         return int(last) if last.isdigit() else 0
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        if self._deferred:
+            await self._flush()
         record(name, len(rows))  # asyncpg pipelines the rows: one round trip
         try:
             await self._conn.executemany(self._queries[name], rows)
@@ -152,6 +199,8 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         if params:
             args = self.bind(name, args, params)
+        if self._deferred:
+            await self._flush()
         record(name)
         try:
             return list(await self._conn.fetch(self._queries[name], *args))
@@ -161,6 +210,8 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
         if params:
             args = self.bind(name, args, params)
+        if self._deferred:
+            await self._flush()
         record(name)
         try:
             row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
@@ -171,11 +222,52 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetchval(self, name: str, *args: object, **params: object) -> Any:
         if params:
             args = self.bind(name, args, params)
+        if self._deferred:
+            await self._flush()
         record(name)
         try:
             return await self._conn.fetchval(self._queries[name], *args)
         except Exception as exc:
             _raise_translated(exc)
+
+
+def _trip_name(names: list[str]) -> str:
+    """A round trip's name in a tally: its statements' names, repeats run together."""
+    return "+".join(dict.fromkeys(names))
+
+
+_PARAMETER = re.compile(r"\$([0-9]+)")
+
+
+@functools.cache
+def _pieces(query: str) -> tuple[list[str], list[int]]:
+    """A query split around its `$n` parameters: the text between them, and each one's index."""
+    parts = _PARAMETER.split(query)
+    return parts[0::2], [int(n) - 1 for n in parts[1::2]]
+
+
+def _with_literals(query: str, args: tuple[object, ...]) -> str:
+    """`query` with its arguments written in as SQL literals, ended by `;`, for a simple-protocol
+    query. Only the types our deferred writes take: None, bool, int and str."""
+    texts, slots = _pieces(query)
+    out = [texts[0]]
+    for text, slot in zip(texts[1:], slots, strict=True):
+        out.append(_sql_literal(args[slot]))
+        out.append(text)
+    out.append("; ")
+    return "".join(out)
+
+
+def _sql_literal(value: object) -> str:
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "TRUE" if value else "FALSE"
+    if type(value) is int:
+        return str(value)
+    if type(value) is str:
+        return _literal(value)
+    raise TypeError(f"a deferred write takes None, bool, int or str, not {type(value).__name__}")
 
 
 class PostgresStorage:
@@ -284,10 +376,12 @@ class PostgresStorage:
             try:
                 # PostgreSQL delivers a notification sent twice in a transaction once: send it once.
                 notes = list(dict.fromkeys(session.notes))
-                record("pg_notify+COMMIT" if notes else "COMMIT", len(notes) + 1)
+                deferred, names = session.take_deferred()
+                names += ["pg_notify"] * len(notes) + ["COMMIT"]
+                record(_trip_name(names), len(names))
                 with wrap_db_errors():
-                    # Notifications ride in the same round trip as COMMIT, and are sent by it.
-                    await conn.execute(self._notify_sql(notes) + "COMMIT")
+                    # Deferred writes and notifications ride in the same round trip as COMMIT.
+                    await conn.execute(deferred + self._notify_sql(notes) + "COMMIT")
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
                     raise

@@ -147,6 +147,13 @@ class _WriterSession(BaseSession[sqlite3.Connection]):
         except sqlite3.Error as exc:
             _raise_translated(exc)
 
+    # SQLite has no round trip to save: a deferred write runs at once.
+    async def defer(self, name: str, *args: object, **params: object) -> None:
+        await self.execute(name, *args, **params)
+
+    async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
+        await self.executemany(name, rows)
+
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         if params:
             args = self.bind(name, args, params)

@@ -1,0 +1,84 @@
+"""Deferred writes (`Tx.defer`): on PostgreSQL they ride with the next statement or COMMIT, with
+their arguments written in as literals; on SQLite they run at once. Either way every statement
+sees them, the text stored is the text given, and an error among them commits nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from taskyard.storage.counting import counting
+from taskyard.storage.port import Storage, UniqueViolation
+
+RELAY_LOCK = 0x7A5C_0002  # any key: take_events only needs the advisory lock free
+AWKWARD = "it's a \\ back'slash ''quote\" $1 :name -- not a comment; 🦀 ñ\n\t\r end"
+
+
+async def groups(storage: Storage, *ids: str) -> list[str]:
+    async with storage.reader() as session:
+        return [r["task_group_id"] for i in ids if (r := await session.fetchrow("get_group", i))]
+
+
+async def test_the_next_statement_sees_a_deferred_write_and_it_commits(storage: Storage) -> None:
+    async with storage.transaction() as tx:
+        await tx.defer("insert_group", "deferred", "-", 7)
+        row = await tx.fetchrow("get_group", "deferred")
+        assert row is not None and row["expires"] == 7
+        await tx.defer("insert_group", "at-commit", "-", 8)
+    assert await groups(storage, "deferred", "at-commit") == ["deferred", "at-commit"]
+
+
+async def test_text_is_stored_as_given(storage: Storage) -> None:
+    rows = [
+        ("exchange/" + AWKWARD, "route.*.#", '["a\'b"]', '{"k": "\\"v\\" \\\\ \'x\'"}', 10**15),
+        ("plain", "", "[]", "{}", 0),
+    ]
+    async with storage.transaction() as tx:
+        await tx.defer_many("insert_event", rows)
+        await tx.defer("insert_group", AWKWARD, "-", -5)
+    async with storage.transaction() as tx:
+        taken = await tx.fetch("take_events", 10, RELAY_LOCK)
+    got = sorted((r["exchange"], r["routing_key"], r["cc"], r["body"]) for r in taken)
+    assert got == sorted(row[:4] for row in rows)
+    assert await groups(storage, AWKWARD) == [AWKWARD]
+
+
+async def test_an_error_in_a_deferred_write_commits_nothing(storage: Storage) -> None:
+    async with storage.transaction() as tx:
+        await tx.execute("insert_group", "taken", "-", 1)
+    with pytest.raises(UniqueViolation):
+        async with storage.transaction() as tx:
+            await tx.execute("insert_group", "first", "-", 1)
+            await tx.defer("insert_group", "taken", "-", 1)  # SQLite raises here, PostgreSQL at COMMIT
+            await tx.defer("insert_group", "after", "-", 1)
+    assert await groups(storage, "first", "taken", "after") == ["taken"]
+    async with storage.transaction() as tx:  # the connection is fine afterwards
+        await tx.defer("insert_group", "later", "-", 1)
+    assert await groups(storage, "later") == ["later"]
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_deferred_writes_cost_no_round_trip_of_their_own(
+    storage: Storage, db_url: str
+) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has no round trip to save")
+    with counting() as tally:
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "a", "-", 1)
+            await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)] * 2)
+            tx.notify("somewhere", "x")
+    assert tally.trips == ["BEGIN", "insert_group+insert_event+pg_notify+COMMIT x5"]
+    with counting() as tally:
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "b", "-", 1)
+            await tx.fetchrow("get_group", "b")
+    assert tally.trips == ["BEGIN", "insert_group", "get_group", "COMMIT"]
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_a_deferred_write_takes_plain_values_only(storage: Storage, db_url: str) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite takes lists as JSON")
+    with pytest.raises(TypeError, match="list"):
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "g", ["-"], 1)
