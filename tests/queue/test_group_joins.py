@@ -3,6 +3,8 @@ group side by side while sealing it waits for them (and they for the seal)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import asyncpg
 import pytest
 
@@ -12,6 +14,7 @@ from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import groups, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import _queries
+from taskyard.storage.port import UniqueViolation
 from tests.conftest import FakeClock
 from tests.queue.helpers import definition, new_id
 
@@ -92,3 +95,51 @@ async def test_tasks_join_a_live_group_side_by_side_and_a_seal_waits_for_them(
     await groups.seal_task_group(queue, group, guard=ALLOW_ALL)  # once they are done, it seals
     with pytest.raises(RequestConflict, match="sealed"):
         await create_in(queue, clock, group, expires)
+
+
+@pytest.mark.postgres
+async def test_a_task_created_meanwhile_fails_the_later_commit_and_is_answered_as_a_repeat(
+    queue: Queue, clock: FakeClock, db_url: str
+) -> None:
+    """Two createTasks of one taskId side by side in a live group: neither finds the task, the
+    second to commit fails on its row (UniqueViolation, nothing of it kept), and createTask's
+    next attempt answers as for a repeat."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has one writer: the second create starts after the first committed")
+    group = new_id()
+    expires = clock.now + DAY
+    await create_in(queue, clock, group, expires)
+    task_id = new_id()
+    body = definition(clock.now, taskGroupId=group, expires=dates.to_iso(expires))
+    defined = tasks.define(queue, task_id, body)
+    second = queue.storage.transaction()
+    async with queue.storage.transaction() as tx:
+        first_answer = await tasks.create_task_tx(queue, tx, task_id, defined)
+        await tasks.create_task_tx(queue, await second.__aenter__(), task_id, defined)
+    with pytest.raises(UniqueViolation):
+        await second.__aexit__(None, None, None)
+    assert await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL) == first_answer
+    async with queue.storage.reader() as session:
+        assert await session.fetchval("count_pending", "test-prov/test-worker") == 2
+
+
+async def test_racing_creates_of_one_task_in_a_live_group_make_one_task(
+    queue: Queue, clock: FakeClock
+) -> None:
+    """On PostgreSQL they all join the group side by side, each finds no task yet, and all but
+    one fail on the task's row at COMMIT: those try again and answer as for a repeat."""
+    group = new_id()
+    expires = clock.now + DAY
+    await create_in(queue, clock, group, expires)
+    task_id = new_id()
+    body = definition(clock.now, taskGroupId=group, expires=dates.to_iso(expires))
+    answers = await asyncio.gather(
+        *(tasks.create_task(queue, task_id, body, guard=ALLOW_ALL) for _ in range(6))
+    )
+    assert all(a == answers[0] for a in answers)
+    assert answers[0]["status"]["state"] == "pending"
+    async with queue.storage.reader() as session:
+        assert await session.fetchval("count_pending", "test-prov/test-worker") == 2
+    other = {**body, "payload": {"different": True}}
+    with pytest.raises(RequestConflict):
+        await tasks.create_task(queue, task_id, other, guard=ALLOW_ALL)

@@ -154,8 +154,10 @@ def definition_of(rec: TaskRecord) -> TaskDefinition:
     return definition
 
 
-async def insert_record_tx(tx: Tx, rec: TaskRecord) -> None:
-    await tx.execute(
+async def insert_record_tx(tx: Tx, rec: TaskRecord, *, deferred: bool = False) -> None:
+    """Insert the task's row. `deferred`: as a deferred write (`Tx.defer`), for a caller that
+    meets a taken taskId as the whole transaction's UniqueViolation, not this statement's."""
+    await (tx.defer if deferred else tx.execute)(
         "insert_task",
         task_id=rec.task_id,
         task_group_id=rec.task_group_id,

@@ -117,8 +117,9 @@ async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinit
     defined = task_message("task-defined", rec.status(), rec.definition)
     change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
     change.messages.insert(0, defined)
-    # The row goes in already scheduled: one insert instead of an insert and an update.
-    await service.insert_record_tx(tx, change.record)
+    # The row goes in already scheduled: one insert instead of an insert and an update. Deferred:
+    # a taskId taken meanwhile fails the transaction, and create_task() tries again (as above).
+    await service.insert_record_tx(tx, change.record, deferred=True)
     change.changed = False
     await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
@@ -223,7 +224,7 @@ async def _add_dependencies_tx(tx: Tx, rec: TaskRecord) -> bool:
             rec.requires == "all-resolved" and state in ("failed", "exception")
         )
         edges.append((dep, rec.task_id, rec.requires, satisfied, rec.expires))
-    await tx.executemany("insert_dependency", edges)
+    await tx.defer_many("insert_dependency", edges)
     return not all(edge[3] for edge in edges)
 
 
