@@ -4,10 +4,12 @@ sees them, the text stored is the text given, and an error among them commits no
 
 from __future__ import annotations
 
+import asyncpg
 import pytest
 
 from taskyard.storage.counting import counting
 from taskyard.storage.port import Storage, UniqueViolation
+from tests.storage.test_port import _pending
 
 RELAY_LOCK = 0x7A5C_0002  # any key: take_events only needs the advisory lock free
 AWKWARD = "it's a \\ back'slash ''quote\" $1 :name -- not a comment; 🦀 ñ\n\t\r end"
@@ -82,3 +84,27 @@ async def test_on_postgresql_a_deferred_write_takes_plain_values_only(storage: S
     with pytest.raises(TypeError, match="list"):
         async with storage.transaction() as tx:
             await tx.defer("insert_group", "g", ["-"], 1)
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_a_locked_task_found_moved_fails_the_transaction(
+    storage: Storage, db_url: str
+) -> None:
+    """`update_locked_task` is deferred, so nobody reads its row count: should the version it
+    expects be gone all the same, the transaction fails rather than drop the change."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite's one writer is the check")
+    await _pending(storage, "moved", 1, 1)  # version 1
+    update = {"task_id": "moved", "runs": "[]", "state": "pending", "retries_left": 5,
+              "taken_until": None, "claimed_at": None, "ever_resolved": False,
+              "priority": "lowest", "version": 3}  # fmt: skip
+    with pytest.raises(asyncpg.DataError, match="division by zero"):
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "not-kept", "-", 1)
+            await tx.defer("update_locked_task", **update, old_version=2)
+    assert await groups(storage, "not-kept") == []
+    async with storage.transaction() as tx:
+        await tx.defer("update_locked_task", **update, old_version=1)
+    async with storage.reader() as session:
+        row = await session.fetchrow("get_task", "moved")
+    assert row is not None and row["version"] == 3

@@ -195,7 +195,7 @@ async def claim_task(
             await workers.seen_tx(q, tx, rec.task_queue_id, worker, [(task_id, run_id)], known)
         return change.record
 
-    claimed = await service.retrying(q, task_id, attempt)
+    claimed = await run_in_transaction(q.storage, attempt)
     if claimed is None:
         return {}
     return _claim_body(q, claimed, run_id, worker)

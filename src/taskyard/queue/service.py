@@ -1,10 +1,11 @@
 """The queue's shared machinery: the `Queue` object, task records in storage, and applying changes.
 
 A change to an existing task goes through `transition()`: read the task row (locked on PostgreSQL),
-compute the change with the pure state machine (`model.runs`), then write it with `apply_tx()`: a
-conditional update on the row's version, together with its claim-index rows, its
+compute the change with the pure state machine (`model.runs`), then write it with `apply_tx()`:
+the row's update (checked against the version read), together with its claim-index rows, its
 dependency record and its events, in one transaction. claimWork and createTask call `apply_tx()`
-themselves, on rows they have just locked or inserted. The transaction touches nothing but the
+themselves, on rows they have just locked or inserted. reclaimTask's `transition_alone()` reads
+without a lock and settles a race by the version in its update. The transaction touches nothing but the
 database, so one that committed nothing through no fault of its own (a deadlock, a connection
 lost before COMMIT) is run again, once (`storage.port.run_in_transaction`).
 """
@@ -14,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -52,11 +53,6 @@ EXPIRY_SWEEPER = "expiry-sweeper"
 SET_ASIDE_METRIC = "resolver_rows_set_aside_total"
 CLAIMS_METRIC = "claims_total"
 RESOLUTIONS_METRIC = "resolutions_total"
-T = TypeVar("T")
-
-
-class RaceLost(Exception):
-    """Another writer changed the task between our read and our conditional update."""
 
 
 def _nothing() -> None:
@@ -181,14 +177,19 @@ async def insert_record_tx(tx: Tx, rec: TaskRecord, *, deferred: bool = False) -
 
 
 async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> None:
-    """Write `change` in `tx`: the conditional update, claim index, dependency record and events."""
+    """Write `change` in `tx`: the task's row, claim index, dependency record and events.
+
+    Every caller read the task's row in `tx`, locked (FOR UPDATE on PostgreSQL; SQLite has one
+    writer), so its version cannot have moved: the update is a deferred write like the rest, and
+    checks the version all the same (on PostgreSQL a row found moved fails the transaction).
+    """
     rec = change.record
-    if change.changed and await _write_record(tx, rec, old_version) != 1:
-        raise RaceLost(rec.task_id)
+    if change.changed:
+        await tx.defer("update_locked_task", **_update_row(rec, old_version))
     if change.dequeue:
-        await tx.execute("delete_pending_for_task", rec.task_id)
+        await tx.defer("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
-        await tx.execute("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
+        await tx.defer("update_pending_priority", rec.task_id, task_definition.priority_rank(rec.priority))
         if rec.state == "pending":  # the old queue's message is dropped as stale when met
             name = await insert_poll_message_tx(tx, rec, len(rec.runs) - 1, q.clock())
             tx.notify(POLL_CHANNEL, name)  # a process that knew the new queue empty must look again
@@ -219,7 +220,8 @@ async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int)
 
 
 def _update_row(rec: TaskRecord, old_version: int) -> dict[str, object]:
-    """A row of `update_tasks`, `_write_record`'s set-based form: its parameters as a JSON object."""
+    """The parameters of `update_locked_task`, and a row of `update_tasks` (`_write_record`'s
+    set-based form) as a JSON object."""
     return {
         "task_id": rec.task_id,
         "old_version": old_version,
@@ -395,14 +397,14 @@ async def apply_many_tx(q: Queue, tx: Tx, changes: list[tuple[Change, int]]) -> 
     """`apply_tx` for many changes, each with its record's old version, in a few statements: one
     conditional update for every row, then one insert each for the claim-index rows, the poll
     messages and the events of the rows it wrote. A change that needs more (a dequeue, a priority,
-    a final resolution) goes through `apply_tx` on its own, which raises RaceLost for a lost race.
+    a final resolution) goes through `apply_tx` on its own.
     Answers the taskIds of the others whose update lost its race (the version moved): nothing of
     those was written, and the caller decides.
     """
     simple: list[tuple[Change, int]] = []
     for change, version in changes:
         if change.dequeue or change.priority_changed or change.resolution is not None:
-            await apply_tx(q, tx, change, old_version=version)  # RaceLost if its race is lost
+            await apply_tx(q, tx, change, old_version=version)
         else:
             simple.append((change, version))
     written = await _write_records(tx, [(c.record, v) for c, v in simple if c.changed])
@@ -431,8 +433,8 @@ async def _write_records(tx: Tx, records: list[tuple[TaskRecord, int]]) -> set[s
 
 
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
-    """Apply `step` to the task's current record; on a lost race, recompute on the fresh record."""
-    return await retrying(q, task_id, lambda tx: transition_tx(q, tx, task_id, step))
+    """Apply `step` to the task's current record, read locked, in a transaction of its own."""
+    return await run_in_transaction(q.storage, lambda tx: transition_tx(q, tx, task_id, step))
 
 
 async def transition_alone(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
@@ -453,16 +455,6 @@ async def transition_alone(q: Queue, task_id: str, step: Callable[[TaskRecord], 
             log.info("running an update again: %s", exc)
             continue
         log.debug("lost a race on task %s; retrying", task_id)
-    raise Unavailable(f"task {task_id} is changing too often to update; try again")
-
-
-async def retrying(q: Queue, task_id: str, attempt: Callable[[Tx], Awaitable[T]]) -> T:
-    """Run `attempt` in a transaction of its own; when it loses a race on the task, run it again."""
-    for _ in range(RACE_RETRIES):
-        try:
-            return await run_in_transaction(q.storage, attempt)
-        except RaceLost:
-            log.debug("lost a race on task %s; retrying", task_id)
     raise Unavailable(f"task {task_id} is changing too often to update; try again")
 
 

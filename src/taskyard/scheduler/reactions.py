@@ -30,7 +30,7 @@ from taskyard.model.messages import graph_message
 from taskyard.queue import resolvers
 from taskyard.queue import service as queue_service
 from taskyard.scheduler.service import Scheduler
-from taskyard.storage.port import Row, Tx
+from taskyard.storage.port import Row, Tx, run_in_transaction
 
 log = logging.getLogger(__name__)
 SWEEP_BATCH = 100
@@ -38,7 +38,7 @@ SWEEP_BATCH = 100
 
 async def react(s: Scheduler, task_id: str) -> None:
     """Act on the current state of `task_id` if it belongs to a running graph. Idempotent."""
-    await queue_service.retrying(s.queue, task_id, lambda tx: _react_tx(s, tx, task_id))
+    await run_in_transaction(s.queue.storage, lambda tx: _react_tx(s, tx, task_id))
 
 
 async def _react_tx(s: Scheduler, tx: Tx, task_id: str) -> None:

@@ -90,6 +90,20 @@ DELETE FROM outbox
  WHERE id IN (SELECT id FROM outbox WHERE pg_try_advisory_xact_lock($2) ORDER BY id LIMIT $1)
 RETURNING id, exchange, routing_key, cc, body
 
+-- name: update_locked_task
+-- update_task for a row this transaction read locked (FOR UPDATE): its version cannot have moved,
+-- so the update is a deferred write (Tx.defer) whose row count nobody reads. Should it find the
+-- row moved all the same, the division by zero fails the transaction rather than lose the change.
+WITH written AS (
+  UPDATE tasks
+     SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
+         claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
+         version = :version
+   WHERE task_id = :task_id AND version = :old_version
+  RETURNING 1
+)
+SELECT 1 / count(*) FROM written
+
 -- name: join_group
 -- Join a task to its group: create the group, renew it if it expired before :now, or extend its
 -- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
