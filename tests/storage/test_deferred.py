@@ -77,13 +77,26 @@ async def test_on_postgresql_deferred_writes_cost_no_round_trip_of_their_own(
     assert tally.trips == ["BEGIN", "insert_group", "get_group", "COMMIT"]
 
 
+async def test_a_list_goes_in_as_an_array(storage: Storage) -> None:
+    async with storage.transaction() as tx:
+        for name in ("a", "b", "c"):
+            await tx.execute("insert_resolution", name, "g", "completed")
+    async with storage.transaction() as tx:
+        ids = {r["task_id"]: r["id"] for r in await tx.fetch("take_resolutions", 10)}
+        await tx.defer("delete_resolutions", [ids["a"], ids["c"]])
+        await tx.defer("delete_resolutions", [])
+    async with storage.transaction() as tx:
+        assert [r["task_id"] for r in await tx.fetch("take_resolutions", 10)] == ["b"]
+
+
 @pytest.mark.postgres
 async def test_on_postgresql_a_deferred_write_takes_plain_values_only(storage: Storage, db_url: str) -> None:
     if not db_url.startswith("postgres"):
         pytest.skip("SQLite takes lists as JSON")
-    with pytest.raises(TypeError, match="list"):
-        async with storage.transaction() as tx:
-            await tx.defer("insert_group", "g", ["-"], 1)
+    for bad in (["-", ["nested"]], {"a": 1}, 1.5, b"bytes"):
+        with pytest.raises(TypeError, match="a deferred write takes"):
+            async with storage.transaction() as tx:
+                await tx.defer("insert_group", "g", bad, 1)
 
 
 @pytest.mark.postgres

@@ -157,7 +157,7 @@ async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], after: str) -> s
     if len(ready) > len(chunk):
         return chunk[-1]
     await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
-    await tx.execute("delete_resolutions", [r["id"] for r in rows])
+    await tx.defer("delete_resolutions", [r["id"] for r in rows])
     return None
 
 

@@ -248,7 +248,8 @@ def _pieces(query: str) -> tuple[list[str], list[int]]:
 
 def _with_literals(query: str, args: tuple[object, ...]) -> str:
     """`query` with its arguments written in as SQL literals, ended by `;`, for a simple-protocol
-    query. Only the types our deferred writes take: None, bool, int and str."""
+    query. Only the types our deferred writes take: None, bool, int, str, and a list of those (an
+    ARRAY, which the query casts: `$1::bigint[]`)."""
     texts, slots = _pieces(query)
     out = [texts[0]]
     for text, slot in zip(texts[1:], slots, strict=True):
@@ -267,7 +268,9 @@ def _sql_literal(value: object) -> str:
         return str(value)
     if type(value) is str:
         return _literal(value)
-    raise TypeError(f"a deferred write takes None, bool, int or str, not {type(value).__name__}")
+    if type(value) is list and not any(type(v) is list for v in value):
+        return "ARRAY[" + ",".join(map(_sql_literal, value)) + "]"
+    raise TypeError(f"a deferred write takes None, bool, int, str or a list of those, not {value!r:.40}")
 
 
 class PostgresStorage:
