@@ -141,6 +141,28 @@ async def test_claim_task_answers_nothing_to_a_quarantined_worker(queue: Queue, 
     assert (await tasks.status(queue, task_id))["status"]["state"] == "pending"
 
 
+async def test_claim_work_takes_nothing_for_a_quarantined_worker(queue: Queue, clock: FakeClock) -> None:
+    """take_pending refuses the quarantined worker in the statement that would take the run: the
+    run stays in the claim index for another worker, who is recorded with the task it took."""
+    task_id = await create(queue, clock)
+    await workers.declare_worker(
+        queue, TQ, WORKER, {"expires": definition(clock.now + 86_400_000)["deadline"]}, guard=ALLOW_ALL
+    )
+    until = definition(clock.now + 3_600_000)["created"]
+    await workers.quarantine_worker(queue, TQ, WORKER, {"quarantineUntil": until}, "tester")
+    with pytest.raises(workers.Quarantined):
+        await claims.claim_pending(queue, TQ, WORKER, 1)
+    assert (await tasks.status(queue, task_id))["status"]["state"] == "pending"
+    (claim,) = await claims.claim_pending(queue, TQ, ("wg", "w2"), 1)
+    assert claim["status"]["taskId"] == task_id
+    second = await create(queue, clock)
+    await claims.claim_pending(queue, TQ, ("wg", "w2"), 1)  # its row, read by the take, grows
+    other = await workers.get_worker(queue, TQ, ("wg", "w2"))
+    assert other["recentTasks"] == [{"taskId": task_id, "runId": 0}, {"taskId": second, "runId": 0}]
+    quarantined = await workers.get_worker(queue, TQ, WORKER)
+    assert quarantined["recentTasks"] == [] and quarantined["quarantineUntil"] == until
+
+
 @pytest.mark.parametrize("action", ["schedule", "rerun", "cancel", "priority"])
 async def test_task_actions_guard_after_the_load(queue: Queue, clock: FakeClock, action: str) -> None:
     def act(task_id: str, guard: Recorder) -> Awaitable[Any]:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable
 
 import pytest
 
 from taskyard.storage import open_storage
-from taskyard.storage.port import Storage, UniqueViolation
+from taskyard.storage.port import Row, Storage, Tx, UniqueViolation
 
 
 async def _pending(storage: Storage, task_id: str, priority: int, inserted: int, tq: str = "p/w") -> None:
@@ -17,6 +18,13 @@ async def _pending(storage: Storage, task_id: str, priority: int, inserted: int,
         row = (task_id, task_id, "-", "none", tq, "lowest", "all-completed", 5, 0, 10**13, 10**13, "{}", "[]")
         await tx.execute("insert_task", *row, "pending", None, None, False, 1)
         await tx.execute("insert_pending", task_id, 0, tq, priority, inserted, 10**13)
+
+
+def take(tx: Tx, count: int, now: int) -> Awaitable[list[Row]]:
+    """take_pending on the task queue p/w, for a worker never seen."""
+    return tx.fetch(
+        "take_pending", task_queue_id="p/w", count=count, now=now, worker_group="g", worker_id="w"
+    )
 
 
 async def test_rollback_leaves_nothing(storage: Storage) -> None:
@@ -42,18 +50,18 @@ async def test_take_pending_orders_by_priority_then_age(storage: Storage) -> Non
     await _pending(storage, "mid-high", 5, 2)
     await _pending(storage, "other-queue", 7, 1, tq="p/other")
     async with storage.transaction() as tx:
-        rows = await tx.fetch("take_pending", "p/w", 2, 0)
+        rows = await take(tx, 2, 0)
     # The first two in the claim index's order are taken (SQLite answers them in no set order).
     assert sorted(r["task_id"] for r in rows) == ["mid-high", "new-high"]
     assert [r["pending_run_id"] for r in rows] == [0, 0]
     async with storage.transaction() as tx:  # taken: gone from the claim index
-        assert [r["task_id"] for r in await tx.fetch("take_pending", "p/w", 5, 0)] == ["old-low"]
+        assert [r["task_id"] for r in await take(tx, 5, 0)] == ["old-low"]
 
 
 async def test_take_pending_skips_runs_past_deadline(storage: Storage) -> None:
     await _pending(storage, "late", 1, 1)
     async with storage.transaction() as tx:
-        assert await tx.fetch("take_pending", "p/w", 5, 10**13 + 1) == []
+        assert await take(tx, 5, 10**13 + 1) == []
 
 
 @pytest.mark.postgres
@@ -75,7 +83,7 @@ async def test_take_pending_skips_tasks_another_transaction_holds(db_url: str) -
         holder = asyncio.create_task(hold())
         await holding.wait()
         async with storage.transaction() as tx:
-            rows = await asyncio.wait_for(tx.fetch("take_pending", "p/w", 5, 0), 5)
+            rows = await asyncio.wait_for(take(tx, 5, 0), 5)
         assert [r["task_id"] for r in rows] == ["free"]
         release.set()
         await holder

@@ -126,11 +126,21 @@ async def _claim_pending_tx(
 ) -> list[TaskRecord]:
     now = q.clock()
     taken_until = now + q.config.claim_timeout * 1000
-    known = await tx.fetchrow("get_worker", task_queue_id, *worker)
-    if workers.is_quarantined(known, now):
-        raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
-    # Their claim-index rows are deleted by the same statement, stale ones too.
-    rows = await tx.fetch("take_pending", task_queue_id, count, now)
+    # Their claim-index rows are deleted by the same statement, stale ones too. It takes nothing
+    # for a quarantined worker, and answers the worker's row with each run it takes.
+    rows = await tx.fetch(
+        "take_pending",
+        task_queue_id=task_queue_id,
+        count=count,
+        now=now,
+        worker_group=worker[0],
+        worker_id=worker[1],
+    )
+    if not rows:
+        if workers.is_quarantined(await tx.fetchrow("get_worker", task_queue_id, *worker), now):
+            raise workers.Quarantined(f"worker {worker[0]}/{worker[1]} is quarantined")
+        return []
+    known = workers.worker_of(rows[0])
     claimed: list[TaskRecord] = []
     for row in sorted(rows, key=_claim_order):
         rec = await _claim_one_tx(q, tx, row, worker, taken_until)

@@ -117,6 +117,17 @@ def split(task_queue_id: str) -> tuple[str, str]:
     return provisioner_id, worker_type
 
 
+WORKER_COLUMNS = ("first_claim", "expires", "quarantine_until", "quarantine_details", "recent_tasks")
+
+
+def worker_of(row: Row) -> Row | None:
+    """The worker's columns `seen_tx` reads, from a row that carries them as `worker_*`
+    (take_pending's); None for a worker never seen."""
+    if row["worker_first_claim"] is None:
+        return None
+    return {column: row[f"worker_{column}"] for column in WORKER_COLUMNS}
+
+
 def is_quarantined(row: Row | None, now: int) -> bool:
     """Whether the worker whose row (None: it has none yet) this is is quarantined at `now`."""
     return row is not None and (row["quarantine_until"] or 0) > now

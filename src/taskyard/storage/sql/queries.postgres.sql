@@ -49,17 +49,24 @@ SELECT e ->> 0, e ->> 1, e ->> 2, e ->> 3, $2::bigint
 SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
 -- name: take_pending
--- Take the first claimable runs: their claim-index rows are deleted and answered with their task
--- rows, both locked. A run whose pending row or task row another transaction holds (a claim, a
--- cancel, a priority change) is skipped, never waited for, and stays. The pending rows are chosen
--- first, from the claim index alone, so the cost does not grow with the backlog even before the
--- planner has statistics.
+-- Take the first claimable runs for a worker that is not quarantined: their claim-index rows are
+-- deleted and answered with their task rows, both locked, and with the worker's own row (its
+-- columns as worker_*, NULL for a worker never seen). A run whose pending row or task row another
+-- transaction holds (a claim, a cancel, a priority change) is skipped, never waited for, and
+-- stays. The pending rows are chosen first, from the claim index alone, so the cost does not grow
+-- with the backlog even before the planner has statistics. A quarantined worker takes nothing.
 WITH p AS (
     SELECT task_id, run_id, priority, inserted FROM pending_runs
-     WHERE task_queue_id = $1 AND deadline > $3
+     WHERE task_queue_id = :task_queue_id AND deadline > :now
+       AND NOT EXISTS (SELECT 1 FROM workers w
+                        WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+                          AND w.worker_id = :worker_id AND w.quarantine_until > :now)
      ORDER BY priority DESC, inserted, task_id
-     LIMIT $2
+     LIMIT :count
        FOR UPDATE SKIP LOCKED
+), w AS (
+    SELECT * FROM workers
+     WHERE task_queue_id = :task_queue_id AND worker_group = :worker_group AND worker_id = :worker_id
 ), taken AS (
     SELECT t.*, p.run_id AS pending_run_id, p.priority AS pending_priority, p.inserted AS pending_inserted
       FROM p JOIN tasks t ON t.task_id = p.task_id
@@ -68,7 +75,11 @@ WITH p AS (
     DELETE FROM pending_runs d USING taken
      WHERE d.task_id = taken.task_id AND d.run_id = taken.pending_run_id
 )
-SELECT * FROM taken ORDER BY pending_priority DESC, pending_inserted, task_id
+SELECT taken.*, w.first_claim AS worker_first_claim, w.expires AS worker_expires,
+       w.quarantine_until AS worker_quarantine_until, w.quarantine_details AS worker_quarantine_details,
+       w.recent_tasks AS worker_recent_tasks
+  FROM taken LEFT JOIN w ON TRUE
+ ORDER BY pending_priority DESC, pending_inserted, task_id
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions

@@ -50,14 +50,21 @@ SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, $2 FROM json_each($1)
 SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
 -- name: take_pending
--- Take the first claimable runs: delete their claim-index rows, answering each with its task row
--- (RETURNING reads only the deleted table: the task's columns come one subquery each). In no
--- particular order: the caller sorts by pending_priority, pending_inserted, task_id.
+-- Take the first claimable runs for a worker that is not quarantined: delete their claim-index
+-- rows, answering each with its task row and the worker's own (its columns as worker_*, NULL for a
+-- worker never seen; RETURNING reads only the deleted table: the other columns come one subquery
+-- each). In no particular order: the caller sorts by pending_priority, pending_inserted, task_id.
+-- A quarantined worker takes nothing.
 DELETE FROM pending_runs
  WHERE (task_id, run_id) IN (SELECT p.task_id, p.run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
-                              WHERE p.task_queue_id = $1 AND p.deadline > $3
+                              WHERE p.task_queue_id = :task_queue_id AND p.deadline > :now
+                                AND NOT EXISTS (SELECT 1 FROM workers w
+                                                 WHERE w.task_queue_id = :task_queue_id
+                                                   AND w.worker_group = :worker_group
+                                                   AND w.worker_id = :worker_id
+                                                   AND w.quarantine_until > :now)
                               ORDER BY p.priority DESC, p.inserted, p.task_id
-                              LIMIT $2)
+                              LIMIT :count)
 RETURNING run_id AS pending_run_id, priority AS pending_priority, inserted AS pending_inserted,
        (SELECT task_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_id,
        (SELECT task_group_id FROM tasks t WHERE t.task_id = pending_runs.task_id) AS task_group_id,
@@ -76,7 +83,17 @@ RETURNING run_id AS pending_run_id, priority AS pending_priority, inserted AS pe
        (SELECT taken_until FROM tasks t WHERE t.task_id = pending_runs.task_id) AS taken_until,
        (SELECT claimed_at FROM tasks t WHERE t.task_id = pending_runs.task_id) AS claimed_at,
        (SELECT ever_resolved FROM tasks t WHERE t.task_id = pending_runs.task_id) AS ever_resolved,
-       (SELECT version FROM tasks t WHERE t.task_id = pending_runs.task_id) AS version
+       (SELECT version FROM tasks t WHERE t.task_id = pending_runs.task_id) AS version,
+       (SELECT first_claim FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+           AND w.worker_id = :worker_id) AS worker_first_claim,
+       (SELECT expires FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+           AND w.worker_id = :worker_id) AS worker_expires,
+       (SELECT quarantine_until FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+           AND w.worker_id = :worker_id) AS worker_quarantine_until,
+       (SELECT quarantine_details FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+           AND w.worker_id = :worker_id) AS worker_quarantine_details,
+       (SELECT recent_tasks FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
+           AND w.worker_id = :worker_id) AS worker_recent_tasks
 
 -- name: take_resolutions
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
