@@ -25,6 +25,7 @@ from taskyard.api import blobs, livelog_v1
 from taskyard.api.routing import Route
 from taskyard.auth import hawk
 from taskyard.model import dates
+from taskyard.ui.app import Pages
 from tests.api import fuzz_azure, fuzz_graphs
 from tests.api.conftest import GOOD_PARAMS, valid_body
 from tests.api.fuzz_values import Values
@@ -101,6 +102,8 @@ def targets(app: Starlette) -> list[Target]:
 def _route_targets(r: BaseRoute, prefix: str) -> list[Target]:
     if isinstance(r, Mount):
         return [t for sub in r.routes for t in _route_targets(sub, prefix + r.path)]
+    if isinstance(r, Pages):  # the UI's routes, built on first use
+        return [t for sub in r.routes for t in _route_targets(sub, prefix)]
     assert isinstance(r, StarletteRoute), r
     path, found = prefix + r.path, []
     for method in sorted((r.methods or set()) - {"HEAD"}) or ["GET"]:

@@ -10,6 +10,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 
 from taskyard.api.app import Services, build_app
 from taskyard.api.router import IndexedRouter
+from taskyard.ui.app import Pages
 
 METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
 PIECES = ("api", "queue", "auth", "v1", "task", "clients", "roles", "a%2Fb", "a/b", "x", "", "tasks", "ping")
@@ -42,7 +43,8 @@ def scope_for(method: str, raw: str, root: str = "") -> dict[str, Any]:
 def paths_of(routes: list[BaseRoute], rng: random.Random) -> list[str]:
     """Every route's path with its parameters filled in several ways, and random ones."""
     found = []
-    for route in routes:
+    pages = [route.routes for route in routes if isinstance(route, Pages)]  # the UI's, built on first use
+    for route in [*routes, *(route for built in pages for route in built)]:
         template = getattr(route, "path", "/")
         for value in ("abc", "a%2Fb", "a/b", "", "reset", "x y"):
             found.append(template.replace("{", "<").replace("}", ">").split("<")[0] + value)

@@ -122,3 +122,13 @@ def test_message_ids_are_random_uuids_written_as_uuid_writes_them() -> None:
         parsed = uuid.UUID(message_id)
         assert str(parsed) == message_id and parsed.version == 4 and parsed.variant == uuid.RFC_4122
         assert azure_queue.could_be_message_id(message_id)
+
+
+def test_error_text_shows_exactly_what_xml_cannot_hold_as_question_marks() -> None:
+    """XML 1.0's characters: tab, newline, carriage return, U+0020-U+D7FF, U+E000-U+FFFD, U+10000 up."""
+    allowed = re.compile("[\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+    everything = "".join(map(chr, range(0x110000)))
+    shown = azure_queue._NOT_XML.sub("?", everything)
+    assert [i for i, c in enumerate(shown) if c == "?" and everything[i] != "?"] == [
+        i for i, c in enumerate(everything) if not allowed.fullmatch(c)
+    ]

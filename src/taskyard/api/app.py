@@ -333,7 +333,7 @@ async def not_found(request: Request, exc: Exception) -> Response:
     if request.url.path.startswith(azure_queue.PREFIX):
         return azure_queue.unmatched(request)
     if ui_app.wants_page(request) and request.method in ("GET", "HEAD"):
-        return await ui_app.not_found(request.app.state.ui, request)
+        return await ui_app.not_found(request.app.state.pages, request)
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
@@ -475,17 +475,19 @@ def build_app(services: Services) -> App:
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)
     routes += index.routes(services.root_url, tables)  # `/api` and `/api/<service>/v1/`
-    ui, pages = ui_app.routes(services)  # the web UI: `/`, `/tasks/...`, `/groups/...`
-    routes += pages
     routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
     measured = metrics.Metrics(services.queue, feed=services.events)
     routes += measured.routes()
+    # The web UI (`/`, `/tasks/...`, `/groups/...`), built on its first request; last, since no
+    # other route shares a path with it: none of its pages is under `/api/`, nor at `/metrics`.
+    pages = ui_app.Pages(services)
+    routes.append(pages)
     shed = shedding.Counts()
     measured.registry.register(shedding.CountsCollector(shed))
     app = App(routes=routes, exception_handlers={**HANDLERS, 404: not_found, 405: not_found})
     app.shedding = shedding.Shedding(services.limits, shed)
     app.metrics = app.state.metrics = measured
-    app.state.ui = ui
+    app.state.pages = pages
     # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
     app.router = app.api_router = IndexedRouter(routes, redirect_slashes=False)
     return app

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import uuid
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Awaitable, Callable
 
 from starlette.requests import ClientDisconnect, Request
@@ -95,6 +94,8 @@ def _message_text(body: bytes) -> str | None:
     """The `MessageText` of an Update Message body; None without a body."""
     if not body.strip():
         return None
+    import xml.etree.ElementTree as ElementTree  # only Update Message reads XML: not at start-up
+
     try:
         root = ElementTree.fromstring(body)
     except (ElementTree.ParseError, ValueError):

@@ -172,18 +172,33 @@ def _json(value: object) -> str:
     return f"<pre>{html.escape(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())}</pre>"
 
 
+class Documents:
+    """A service's document, as JSON and as its reference page, built on the first request for
+    either (not with the app: the server's start would wait for every service's)."""
+
+    def __init__(self, service: str, table: list[Route]) -> None:
+        self.service = service
+        self.table = table
+        self._built: tuple[bytes, str] | None = None
+
+    def built(self) -> tuple[bytes, str]:
+        if self._built is None:
+            doc = document(self.service, self.table)
+            self._built = orjson.dumps(doc), reference_page(self.service, doc)
+        return self._built
+
+
 def routes(tables: dict[str, list[Route]]) -> list[StarletteRoute]:
     """`GET /api/<service>/v1/openapi.json` and `/api/<service>/v1/reference` for each table."""
     found = []
     for service, table in tables.items():
-        doc = document(service, table)
-        body, page = orjson.dumps(doc), reference_page(service, doc)
+        documents = Documents(service, table)
 
-        async def as_json(request: Request, content: bytes = body) -> Response:
-            return Response(content, media_type="application/json")
+        async def as_json(request: Request, documents: Documents = documents) -> Response:
+            return Response(documents.built()[0], media_type="application/json")
 
-        async def as_page(request: Request, content: str = page) -> Response:
-            return HTMLResponse(content)
+        async def as_page(request: Request, documents: Documents = documents) -> Response:
+            return HTMLResponse(documents.built()[1])
 
         prefix = f"/api/{service}/{VERSION}"
         found += [

@@ -23,8 +23,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from taskyard.auth import hawk
 from taskyard.cli import http
 from taskyard.model import dates
@@ -49,6 +47,8 @@ def path(environ: Mapping[str, str]) -> Path:
 
 def load(environ: Mapping[str, str]) -> dict[str, Any]:
     """The config file's content; {} when there is none. ConfigError when it is not usable."""
+    import yaml  # imported when used: `serve` and most commands never read the file
+
     file = path(environ)
     try:
         loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
@@ -70,6 +70,8 @@ def save(environ: Mapping[str, str], config: Mapping[str, Any]) -> Path:
     temporary = file.with_name(f".{file.name}.{os.getpid()}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+        import yaml
+
         yaml.safe_dump(dict(config), out, sort_keys=False)
     os.chmod(temporary, 0o600)
     os.replace(temporary, file)

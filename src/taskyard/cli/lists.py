@@ -12,8 +12,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import yaml
-
 from taskyard.cli import admin, http, output
 from taskyard.cli.tasks import PAGE_SIZE, STATES, Result, task_group_id, task_id
 from taskyard.model import dates
@@ -149,6 +147,8 @@ def _row(status: Mapping[str, Any], task: Mapping[str, Any]) -> dict[str, Any]:
 
 def task_definition(connection: http.Connection, args: argparse.Namespace) -> Result:
     """task: the definition as the queue holds it (YAML for people, `-o json` for scripts)."""
+    import yaml  # imported when used: `serve` and most commands print no YAML
+
     task = http.call(connection, "GET", f"/task/{http.segment(args.task_id)}", service="queue")
     return Result(task, yaml.safe_dump(task, sort_keys=False, allow_unicode=True).rstrip())
 

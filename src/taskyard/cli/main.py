@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import logging
 import os
 import sys
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
-from taskyard.cli import admin, api_call, contexts, db, graphs, lists, options, tasks, utilities
-from taskyard.cli import events as events_cli
-from taskyard.cli import worker as worker_cli
+from taskyard.cli import options
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.lockfile import InUse
@@ -27,23 +27,47 @@ EXIT_IN_USE = 3
 # signals ended (128 + SIGINT, 128 + SIGPIPE), without a traceback.
 EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 141
-# Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`).
-API_COMMANDS = (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, "queue", "api")
+# The commands that run a server: theirs is the only parser built to run one (see `parser()`).
+SERVER_COMMANDS = ("serve", "up")
 
 
-def parser() -> argparse.ArgumentParser:
+def api_commands() -> tuple[str, ...]:
+    """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
+    from taskyard.cli import admin, graphs, tasks
+
+    return (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, "queue", "api")
+
+
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser. Given `command`, one of `SERVER_COMMANDS` about to run, only its
+    own sub-command's parser is built: it parses that command's arguments, and answers their
+    errors and `--help`, as the whole parser would, without the other commands' modules and
+    parsers, which a server's start would otherwise wait for."""
     top = argparse.ArgumentParser(prog="taskyard", description="TaskCluster's queue, small and fast.")
     top.add_argument("--version", action="version", version=f"taskyard {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
-    options.add_server_options(serve)
-    options.add(
-        serve,
-        "--processes",
-        help="API processes serving one port (above 1 needs PostgreSQL)",
-        default=1,
-        type=int,
-    )
+    if command in (None, "serve"):
+        serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
+        options.add_server_options(serve)
+        options.add(
+            serve,
+            "--processes",
+            help="API processes serving one port (above 1 needs PostgreSQL)",
+            default=1,
+            type=int,
+        )
+    if command in (None, "up"):
+        _add_up(commands)
+    if command is None:
+        _add_other_commands(commands)
+    for each in parsers(top):  # an unknown flag is reported with the usage of its own sub-command
+        each.set_defaults(_parser=each)
+    return top
+
+
+def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from taskyard.cli import worker as worker_cli
+
     up = commands.add_parser(
         "up",
         help="run the server with a worker process beside it, on SQLite by default",
@@ -54,6 +78,13 @@ def parser() -> argparse.ArgumentParser:
     )
     options.add_server_options(up)
     worker_cli.add_worker_options(up, capacity=worker_cli.cores())
+
+
+def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from taskyard.cli import admin, api_call, contexts, db, graphs, lists, tasks, utilities
+    from taskyard.cli import events as events_cli
+    from taskyard.cli import worker as worker_cli
+
     worker_cli.add_command(commands)
     lists.add_worker_list(commands.choices["worker"])
     admin.add_commands(commands)
@@ -65,9 +96,6 @@ def parser() -> argparse.ArgumentParser:
     events_cli.add_command(commands)
     utilities.add_commands(commands)
     contexts.add_commands(commands, admin.connection_options())
-    for each in parsers(top):  # an unknown flag is reported with the usage of its own sub-command
-        each.set_defaults(_parser=each)
-    return top
 
 
 def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -144,7 +172,12 @@ def log_level(env: Mapping[str, str]) -> str:
 
 def _client_command(args: argparse.Namespace) -> int | None:
     """Run a command that is neither a server nor a worker; None for those."""
-    if args.command in API_COMMANDS or (args.command == "worker" and args.action == "list"):
+    if args.command in SERVER_COMMANDS:
+        return None
+    from taskyard.cli import admin, contexts, db, utilities
+    from taskyard.cli import events as events_cli
+
+    if args.command in api_commands() or (args.command == "worker" and args.action == "list"):
         return admin.main(args, os.environ)
     if args.command in contexts.COMMANDS:
         return contexts.main(args, os.environ)
@@ -158,7 +191,11 @@ def _client_command(args: argparse.Namespace) -> int | None:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    args, unknown = parser().parse_known_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # A sub-command's name comes first (the top-level options take no value): `serve` and `up`
+    # parse with a parser of their own, the others with the whole one.
+    command = argv[0] if argv and argv[0] in SERVER_COMMANDS else None
+    args, unknown = parser(command).parse_known_args(argv)
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     dispatched = _client_command(args)
@@ -192,6 +229,8 @@ def _serve_or_work(args: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args.command == "worker":
+        from taskyard.cli import worker as worker_cli
+
         # asyncio's own loop: it spawns commands with vfork, uvloop (libuv) with a full fork
         # of the worker, 3 ms apiece, which for short tasks outweighs uvloop's faster I/O.
         return asyncio.run(worker_cli.run_worker(worker_cli.worker_config(args, os.environ)))
@@ -199,16 +238,35 @@ def _serve_or_work(args: argparse.Namespace) -> int:
     lock = options.lock_data_dir(args.command, values)
     try:
         config = options.server_config(values, os.environ)
-        from taskyard.cli.serve import serve
+        with paused_collector():  # the server's modules
+            from taskyard.cli.serve import serve
 
         if config.processes > 1:
             return _serve_processes(config)
-        local_worker = worker_cli.local_worker(config, values) if args.command == "up" else None
+        local_worker = None
+        if args.command == "up":
+            from taskyard.cli import worker as worker_cli
+
+            local_worker = worker_cli.local_worker(config, values)
         run(serve(config, banner=banner(config, local_worker), worker=local_worker, lock=lock))
     finally:
         if lock is not None:
             lock.release()
     return 0
+
+
+@contextlib.contextmanager
+def paused_collector() -> Iterator[None]:
+    """Pause the cyclic garbage collector, as while importing the server: its modules make tens
+    of thousands of objects that all live on, and collecting meanwhile only walks them again and
+    again (a tenth of the import's CPU time). Nothing is lost: it collects as before once resumed."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _serve_processes(config: ServerConfig) -> int:

@@ -13,8 +13,6 @@ import re
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-import yaml
-
 FORMATS = ("text", "wide", "json", "yaml")
 COLOURS = {  # ANSI SGR codes per state
     "completed": "32",  # green
@@ -55,6 +53,8 @@ def render(data: Any, text: str, wide: str, fmt: str) -> str | None:
     if fmt == "json":
         return None if data is None else json.dumps(data, indent=2)
     if fmt == "yaml":
+        import yaml  # imported when used: `serve` and most commands print no YAML
+
         return None if data is None else yaml.safe_dump(data, sort_keys=False, allow_unicode=True).rstrip()
     shown = wide if fmt == "wide" and wide else text
     return shown or None

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import yaml
-
 from taskyard.cli import admin, http, refusals
 from taskyard.model import dates, slugid
 from taskyard.model.client_errors import Unreachable
@@ -167,6 +165,8 @@ def read_definition(path: str) -> dict[str, Any]:
 
 
 def _yaml(path: str, text: str) -> Any:
+    import yaml  # imported when used: `serve` and most commands read no YAML
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

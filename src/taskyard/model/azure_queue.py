@@ -345,7 +345,10 @@ def messages_xml(messages: Sequence[QueueMessage]) -> bytes:
     return "".join(parts).encode()
 
 
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# What XML 1.0 cannot hold: every character but tab, newline, carriage return, U+0020-U+D7FF,
+# U+E000-U+FFFD and U+10000 up. Spelled as that complement, not as `[^...]` of the allowed ranges,
+# which compiles ten times slower (a bitmap of the whole Unicode range) for the same matches.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def _xml_text(value: str) -> str:

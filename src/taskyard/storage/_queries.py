@@ -9,6 +9,7 @@ which name is which, so that a call passes them by keyword and can't misorder th
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib import resources
 
@@ -31,15 +32,20 @@ def _texts(dialect: str) -> dict[str, str]:
     return queries
 
 
+@functools.cache
+def _loaded(dialect: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(name, numbered query, parameter names) of each query: read and numbered once a process."""
+    return tuple((name, *_numbered(name, sql)) for name, sql in _texts(dialect).items())
+
+
 def load(dialect: str) -> dict[str, str]:
     """Every named query for `dialect` ('sqlite' or 'postgres'), its parameters numbered."""
-    return {name: _numbered(name, sql)[0] for name, sql in _texts(dialect).items()}
+    return {name: sql for name, sql, _ in _loaded(dialect)}
 
 
 def parameter_names(dialect: str) -> dict[str, tuple[str, ...]]:
     """For each query written with `:name` parameters, their names in the order of `$1, $2 ...`."""
-    named = {name: _numbered(name, sql)[1] for name, sql in _texts(dialect).items()}
-    return {name: names for name, names in named.items() if names}
+    return {name: names for name, _, names in _loaded(dialect) if names}
 
 
 def _numbered(query: str, sql: str) -> tuple[str, tuple[str, ...]]:

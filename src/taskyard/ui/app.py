@@ -1,40 +1,106 @@
-"""The UI's routes: each page module's, the static files, and the HTML 404 for unknown pages."""
+"""The UI's routes: each page module's, the static files, and the HTML 404 for unknown pages.
+
+The app holds them as one route, `Pages`, which builds them on the first request that could be
+the UI's (any path outside `/api/`, where no page is): the page modules, Jinja2 and its templates
+are most of what the server would otherwise import before answering its first request, and an
+API-only deployment never needs them. Built, they answer as they would in the app's own list.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from starlette._utils import get_route_path
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Mount
-from starlette.staticfiles import StaticFiles
-
-from taskyard.ui import actions, dashboard, group, live, sessions, task, workers
-from taskyard.ui.render import UI
+from starlette.routing import BaseRoute, Match, NoMatchFound
+from starlette.types import Receive, Scope, Send
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from starlette.datastructures import URLPath
+
     from taskyard.api.app import Services
+    from taskyard.ui.render import UI
 
 STATIC = Path(__file__).parent / "static"
-# sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
-MODULES = (sessions, actions, dashboard, group, task, workers, live)
+API_PREFIX = "/api/"  # no page is served under it
 
 
-def routes(services: Services) -> tuple[UI, list[BaseRoute]]:
+def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     """The UI bound to `services`, and every route it serves (`/`, `/groups/...`, `/ui/static/...`)."""
+    from starlette.routing import Mount
+    from starlette.staticfiles import StaticFiles
+
+    from taskyard.ui import actions, dashboard, group, live, sessions, task, workers
+    from taskyard.ui.render import UI
+
     ui = UI(services)
     found: list[BaseRoute] = [Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static")]
-    for module in MODULES:
+    # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
+    for module in (sessions, actions, dashboard, group, task, workers, live):
         found += module.routes(ui)
     return ui, found
+
+
+class Pages(BaseRoute):
+    """Every route of the UI as one route of the app, built on first use (see the module's
+    docstring). It matches as the UI's routes would in its place: the first that matches fully,
+    else the first with the path but another method (405); the request is then handled by that
+    route, which `scope["route"]` names (as the router would have put it there)."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+        self._built: tuple[UI, list[BaseRoute]] | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._built is not None
+
+    @property
+    def ui(self) -> UI:
+        return self._build()[0]
+
+    @property
+    def routes(self) -> list[BaseRoute]:
+        return self._build()[1]
+
+    def _build(self) -> tuple[UI, list[BaseRoute]]:
+        if self._built is None:
+            self._built = build(self._services)
+        return self._built
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if get_route_path(scope).startswith(API_PREFIX):
+            return Match.NONE, {}
+        partial: tuple[Match, Scope] | None = None
+        for route in self.routes:
+            match, child = route.matches(scope)
+            if match is Match.FULL:
+                return match, {**child, "route": route}
+            if match is Match.PARTIAL and partial is None:
+                partial = match, {**child, "route": route}
+        return partial or (Match.NONE, {})
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        route: BaseRoute = scope["route"]  # the page's route, from `matches()`
+        await route.handle(scope, receive, send)
+
+    def url_path_for(self, name: str, /, **path_params: Any) -> URLPath:
+        for route in self.routes:
+            try:
+                return route.url_path_for(name, **path_params)
+            except NoMatchFound:
+                pass
+        raise NoMatchFound(name, path_params)
 
 
 def wants_page(request: Request) -> bool:
     """A browser asking for a page outside the APIs (answered in HTML, not JSON)."""
     path = request.url.path
-    return not path.startswith("/api/") and "text/html" in request.headers.get("accept", "")
+    return not path.startswith(API_PREFIX) and "text/html" in request.headers.get("accept", "")
 
 
-async def not_found(ui: UI, request: Request) -> Response:
-    return await ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")
+async def not_found(pages: Pages, request: Request) -> Response:
+    return await pages.ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")
