@@ -267,11 +267,13 @@ class PostgresStorage:
         conn = await self._acquire(pool)
         session = _Session(conn, self._queries, self._names)
         broken = False
+        begun = False
         try:
             try:
                 record("BEGIN")
                 with wrap_db_errors():
                     await conn.execute("BEGIN")
+                begun = True
                 yield session
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
@@ -296,7 +298,12 @@ class PostgresStorage:
                     f"PostgreSQL failed during COMMIT; the transaction may have committed or not: {exc}"
                 ) from exc
         except BaseException:
-            if not broken:
+            if not begun and not broken:
+                # BEGIN did not finish: cancelled on its way, the server may still begin the
+                # transaction after this looked, and the pool would find it open (and log an error)
+                # when it takes the connection back. Close the connection: that ends whatever began.
+                broken = True
+            elif not broken:
                 await _roll_back(conn)
             raise
         finally:
