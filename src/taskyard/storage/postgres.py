@@ -298,13 +298,11 @@ class PostgresStorage:
                     f"PostgreSQL failed during COMMIT; the transaction may have committed or not: {exc}"
                 ) from exc
         except BaseException:
-            if not begun and not broken:
-                # BEGIN did not finish: cancelled on its way, the server may still begin the
-                # transaction after this looked, and the pool would find it open (and log an error)
-                # when it takes the connection back. Close the connection: that ends whatever began.
-                broken = True
-            elif not broken:
-                await _roll_back(conn)
+            if not broken:
+                # If BEGIN did not finish (cancelled on its way), the server may begin the
+                # transaction after this looks: roll back whatever the connection says, or the pool
+                # finds the transaction open when it takes the connection back (and logs an error).
+                await _roll_back(conn, unsure=not begun)
             raise
         finally:
             await self._release(pool, conn, broken=broken)
@@ -518,9 +516,11 @@ def _lead_key(job: str) -> int:
     return _LEAD_LOCKS + zlib.crc32(job.encode()) % 0x1_0000
 
 
-async def _roll_back(conn: Any) -> None:
+async def _roll_back(conn: Any, *, unsure: bool = False) -> None:
+    """ROLLBACK if the connection is in a transaction, or (`unsure`) might yet be: asyncpg sends it
+    once a cancelled statement's outcome is in, and outside a transaction it changes nothing."""
     try:
-        if conn.is_in_transaction():
+        if unsure or conn.is_in_transaction():
             record("ROLLBACK")
             await conn.execute("ROLLBACK")
     except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
