@@ -3,9 +3,9 @@
 That client has the APIs today's client dropped (`Scheduler.createTaskGraph`, `Queue.pollTaskUrls`),
 so the tests of those APIs drive taskyard with it. It shares its import name with today's client
 and pins an aiohttp that no longer builds, so it lives in its own virtualenv beside the project's
-(`.venv/legacy-taskcluster-1.3.5`, built once and kept), installed with `--no-deps` next to the
-few packages its synchronous half needs. It calls `base64.encodestring`, which Python 3.9
-removed: `run_legacy` aliases it before importing the client.
+(`.venv/legacy-taskcluster-1.3.5`, built once, by one test process at a time, and kept), installed
+with `--no-deps` next to the few packages its synchronous half needs. It calls
+`base64.encodestring`, which Python 3.9 removed: `run_legacy` aliases it before importing the client.
 
 Usage, from a test::
 
@@ -30,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.exclusive import exclusive
 
 VERSION = "1.3.5"
 PACKAGES = ["requests>=2.20", "mohawk<0.4", "slugid<2", "six"]
@@ -60,11 +62,14 @@ def build_legacy_venv() -> Path:
     stamp = venv / ".installed"
     if stamp.exists():
         return python
-    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-    pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
-    subprocess.run([*pip, "--no-deps", f"taskcluster=={VERSION}"], check=True, capture_output=True)
-    subprocess.run([*pip, *PACKAGES], check=True, capture_output=True)
-    stamp.write_text(VERSION + "\n")
+    with exclusive(venv):  # another test process may be building it: wait, then look again
+        if stamp.exists():
+            return python
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+        subprocess.run([*pip, "--no-deps", f"taskcluster=={VERSION}"], check=True, capture_output=True)
+        subprocess.run([*pip, *PACKAGES], check=True, capture_output=True)
+        stamp.write_text(VERSION + "\n")
     return python
 
 

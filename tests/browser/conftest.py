@@ -3,8 +3,8 @@
 `site` is one server per module (SQLite) and `page` a fresh browser page on it; `axe_check(page)`
 fails on any serious or critical accessibility violation (axe-core's rules, bundled in
 axe-playwright-python); `shot(page, name)` keeps a screenshot in the session's temp directory
-(`<pytest tmp>/screenshots/`), the pages' record of a CI run. Without /usr/bin/chromium these
-tests skip, and fail under CI=true (`.ci/run` installs it).
+(`<pytest tmp>/popen-gw<N>/screenshots/`, N the test process), the pages' record of a CI run.
+Without /usr/bin/chromium these tests skip, and fail under CI=true (`.ci/run` installs it).
 """
 
 from __future__ import annotations

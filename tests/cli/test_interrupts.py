@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -35,9 +35,16 @@ def test_ctrl_c_while_following_exits_130_without_a_traceback(
     group_id = queue.task(task_id)["taskGroupId"]
     args = [word.format(task=task_id, group=group_id) for word in command]
     follower = start(server, *args, stdout=subprocess.DEVNULL)
-    time.sleep(2)  # let it reach its wait; Ctrl-C must end it quietly wherever it is
+    # Each says on stderr what it waits for once it waits (a fixed sleep is not enough on a busy
+    # machine: the interrupt came while Python was still importing). Ctrl-C must then end it
+    # quietly wherever it is in its wait.
+    assert follower.stderr is not None
+    ready, _, _ = select.select([follower.stderr], [], [], 60)
+    assert ready, "it never said what it waits for"
+    said = follower.stderr.readline()
     follower.send_signal(signal.SIGINT)
-    _, err = follower.communicate(timeout=30)
+    _, rest = follower.communicate(timeout=30)
+    err = said + rest
     assert follower.returncode == EXIT_INTERRUPTED, err
     assert b"Traceback" not in err and b"KeyboardInterrupt" not in err
 

@@ -12,6 +12,7 @@ import pytest
 
 from tests.conftest import IN_CI
 from tests.e2e.conftest import Server
+from tests.exclusive import exclusive
 
 JS = Path(__file__).parent / "js"
 
@@ -30,10 +31,12 @@ def node_modules() -> Path:
     """The JavaScript client, installed once from the lock file (npm ci)."""
     node, npm = _need("node"), _need("npm")
     del node
-    if not (JS / "node_modules" / "taskcluster-client").exists():
-        subprocess.run(
-            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS, check=True, timeout=300
-        )
+    # Another test process may be installing it (npm ci empties node_modules first): wait for it.
+    with exclusive(JS / "node_modules"):
+        if not (JS / "node_modules" / "taskcluster-client").exists():
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS, check=True, timeout=300
+            )
     return JS / "node_modules"
 
 

@@ -5,6 +5,7 @@ statement and COMMIT), one that PostgreSQL aborts to end a deadlock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import asyncpg
 import pytest
@@ -123,3 +124,36 @@ async def test_a_deadlocked_transaction_is_run_again(db_url: str) -> None:
         assert sorted(runs.values()) == [1, 2]  # one of them was aborted and ran again
     finally:
         await storage.close()
+
+
+async def test_transactions_cancelled_anywhere_leave_no_transaction_open(db_url: str) -> None:
+    """Cancelled at any point, even with BEGIN on its way (the server begins after the cancel), a
+    transaction hands its connection back closed or rolled back: the pool never finds one open
+    ("Resetting connection with an active transaction", an ERROR through the event loop). Seen
+    when the outbox relay was stopped on a busy machine."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite has no connection to lose")
+    storage = await open_storage(db_url)
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+
+    async def short() -> None:
+        async with storage.transaction() as tx:
+            await tx.fetchrow("get_group", "cancelled")
+
+    try:
+        for turns in list(range(12)) * 25:  # cancelled after 0 to 11 turns of the loop
+            task = asyncio.create_task(short())
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            async with storage.transaction() as tx:  # the pool still serves
+                assert await tx.fetchrow("get_group", "after") is None
+        await asyncio.sleep(0.1)
+    finally:
+        loop.set_exception_handler(None)
+        await storage.close()
+    assert reported == []

@@ -62,14 +62,16 @@ def test_an_unterminated_osc_does_not_swallow_the_log() -> None:
 
 
 def test_huge_input_is_linear() -> None:
-    """Ten times the input takes about ten times as long (generous bounds: the machine is noisy)."""
+    """Ten times the input takes about ten times as long (generous bounds: the machine is noisy).
+    Measured in this thread's CPU time: the wall clock counts the time other processes (the
+    suite's other test processes) hold the CPU, which made the ratio 51 once."""
 
     def cost(n: int) -> float:
         chunk = "line \x1b[31mred\x1b[0m <b> \x1b[38;5;100mx\x1b]0;t\x07 \x1b[" + "1;" * 5
         text = chunk * n
-        start = time.perf_counter()
+        start = time.thread_time()
         ansi.to_html(text)
-        return time.perf_counter() - start
+        return time.thread_time() - start
 
     small = min(cost(500) for _ in range(3))
     large = min(cost(5_000) for _ in range(3))

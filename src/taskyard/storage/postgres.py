@@ -362,11 +362,13 @@ class PostgresStorage:
         conn = await self._acquire(pool)
         session = _Session(conn, self._queries, self._names)
         broken = False
+        begun = False
         try:
             try:
                 record("BEGIN")
                 with wrap_db_errors():
                     await conn.execute("BEGIN")
+                begun = True
                 yield session
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
@@ -394,7 +396,10 @@ class PostgresStorage:
                 ) from exc
         except BaseException:
             if not broken:
-                await _roll_back(conn)
+                # If BEGIN did not finish (cancelled on its way), the server may begin the
+                # transaction after this looks: roll back whatever the connection says, or the pool
+                # finds the transaction open when it takes the connection back (and logs an error).
+                await _roll_back(conn, unsure=not begun)
             raise
         finally:
             await self._release(pool, conn, broken=broken)
@@ -608,9 +613,11 @@ def _lead_key(job: str) -> int:
     return _LEAD_LOCKS + zlib.crc32(job.encode()) % 0x1_0000
 
 
-async def _roll_back(conn: Any) -> None:
+async def _roll_back(conn: Any, *, unsure: bool = False) -> None:
+    """ROLLBACK if the connection is in a transaction, or (`unsure`) might yet be: asyncpg sends it
+    once a cancelled statement's outcome is in, and outside a transaction it changes nothing."""
     try:
-        if conn.is_in_transaction():
+        if unsure or conn.is_in_transaction():
             record("ROLLBACK")
             await conn.execute("ROLLBACK")
     except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
