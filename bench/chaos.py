@@ -372,7 +372,13 @@ class KilledWorker:
         self.task_id = str(taskcluster.slugId())
         body = task(
             self.task_queue,
-            {"command": sh(f"test -e {marker} || sleep 600")},
+            # Runs until the marker appears (10 min at most): the killed worker's command, in a
+            # session of its own out of reach of the kill, then ends too instead of lingering.
+            {
+                "command": sh(
+                    f"i=0; until test -e {marker} || [ $i -ge 3000 ]; do i=$((i+1)); sleep 0.2; done"
+                )
+            },
             retries=3,
             taskGroupId=self.group,
         )
