@@ -23,6 +23,9 @@ class Recording(asyncio.Transport):
     def close(self) -> None:
         self.closed = True
 
+    def write_eof(self) -> None:
+        self.writes.append(b"<eof>")
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return ("127.0.0.1", 1) if name == "peername" else default
 
@@ -51,6 +54,16 @@ async def test_a_head_without_a_body_goes_out_at_the_next_turn_or_before_a_close
     transport.write(HEAD)
     transport.close()
     assert inner.writes[-1] == HEAD and inner.closed
+
+
+async def test_other_ways_of_writing_keep_the_order() -> None:
+    inner = Recording()
+    transport = _HeadWithBody(inner, asyncio.get_running_loop())
+    transport.write(HEAD)
+    transport.writelines([b"{", b"}"])
+    transport.write(HEAD)
+    transport.write_eof()
+    assert inner.writes == [HEAD + b"{}", HEAD, b"<eof>"]
 
 
 async def test_the_rest_is_the_transports_own() -> None:

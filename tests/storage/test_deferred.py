@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncpg
 import pytest
 
+from taskyard.events import outbox
 from taskyard.storage.counting import counting
 from taskyard.storage.port import Storage, UniqueViolation
 from tests.storage.test_port import _pending
 
-RELAY_LOCK = 0x7A5C_0002  # any key: take_events only needs the advisory lock free
 AWKWARD = "it's a \\ back'slash ''quote\" $1 :name -- not a comment; 🦀 ñ\n\t\r end"
 
 
@@ -38,7 +38,7 @@ async def test_text_is_stored_as_given(storage: Storage) -> None:
         await tx.defer_many("insert_event", rows)
         await tx.defer("insert_group", AWKWARD, "-", -5)
     async with storage.transaction() as tx:
-        taken = await tx.fetch("take_events", 10, RELAY_LOCK)
+        taken = await tx.fetch("take_events", 10, outbox._RELAY_LOCK)
     got = sorted((r["exchange"], r["routing_key"], r["cc"], r["body"]) for r in taken)
     assert got == sorted(row[:4] for row in rows)
     assert await groups(storage, AWKWARD) == [AWKWARD]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+from collections.abc import Iterable
 from typing import Any, cast
 
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -113,10 +114,17 @@ class _HeadWithBody:
         else:
             self._transport.write(data)
 
+    def writelines(self, chunks: Iterable[bytes]) -> None:
+        self.write(b"".join(chunks))
+
     def _flush(self) -> None:
         held, self._held = self._held, None
         if held is not None:
             self._transport.write(held)
+
+    def write_eof(self) -> None:
+        self._flush()
+        self._transport.write_eof()
 
     def close(self) -> None:
         self._flush()

@@ -11,10 +11,11 @@ is `TransactionRolledBack`. A transaction whose connection fails before COMMIT i
 `TransactionRolledBack` too (see the port for who runs it again); one whose COMMIT may have
 reached the server is not. A connection that failed is closed, never handed back to the pool.
 
-Deferred writes (`Tx.defer`: the outbox's events, a resolution, a worker seen) are held as SQL
-with their arguments written in as literals, and sent ahead of the transaction's next statement
-or with its COMMIT, as one simple-protocol query: a createTask, claimWork or report then costs
-two or three round trips fewer. Every statement still runs in the order the code made it; an
+Deferred writes (`Tx.defer`: writes whose outcome the caller never reads, such as a new task's
+row, a locked task's update, the outbox's events) are held as SQL with their arguments written in
+as literals, and sent ahead of the transaction's next statement or with its COMMIT, as one
+simple-protocol query: a createTask, claimWork or report then costs three or four round trips
+fewer. Every statement still runs in the order the code made it; an
 error in a deferred write surfaces at that next statement or at COMMIT, and nothing commits.
 
 Notifications arrive on one connection of their own. A task keeps it up: it learns that the
@@ -643,7 +644,7 @@ def _terminate(conn: Any) -> None:
 def _literal(text: str) -> str:
     """A SQL string literal, as an escape string so it reads the same whatever the server's settings."""
     if "\x00" in text:
-        raise ValueError("a notification cannot carry a NUL character")
+        raise ValueError("PostgreSQL text cannot carry a NUL character (a notification, a deferred write)")
     return "E'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

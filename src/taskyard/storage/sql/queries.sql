@@ -18,6 +18,17 @@ UPDATE tasks
        version = :version
  WHERE task_id = :task_id AND version = :old_version
 
+-- name: update_locked_task
+-- update_task for a row this transaction read locked (apply_tx's callers): its version cannot have
+-- moved since, so the update is a deferred write and nobody reads its row count. On SQLite the one
+-- writer is the lock; queries.postgres.sql's form also fails the transaction should it find the
+-- row moved.
+UPDATE tasks
+   SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
+       claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
+       version = :version
+ WHERE task_id = :task_id AND version = :old_version
+
 -- name: insert_pending
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
 VALUES (:task_id, :run_id, :task_queue_id, :priority, :inserted, :deadline)

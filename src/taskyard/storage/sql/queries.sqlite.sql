@@ -112,15 +112,6 @@ DELETE FROM outbox
  WHERE id IN (SELECT id FROM outbox WHERE $2 = $2 ORDER BY id LIMIT $1)
 RETURNING id, exchange, routing_key, cc, body
 
--- name: update_locked_task
--- update_task for a row this transaction read: under SQLite's one writer its version cannot have
--- moved since (the PostgreSQL form checks all the same).
-UPDATE tasks
-   SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
-       claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
-       version = :version
- WHERE task_id = :task_id AND version = :old_version
-
 -- name: join_group
 -- Join a task to its group: create the group, renew it if it expired before :now, or extend its
 -- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
