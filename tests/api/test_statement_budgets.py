@@ -34,15 +34,15 @@ POLL_PROVISIONER, POLL_WORKER_TYPE = "budget-prov", "poll-wt"
 
 # call: (statements, round trips) on SQLite, and on PostgreSQL. bench/README.md explains each.
 BUDGETS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
-    "createTask": ((8, 7), (9, 3)),
+    "createTask": ((8, 7), (7, 1)),
     "createTask, a dependency": ((7, 7), (7, 4)),
     "createTask, again": ((5, 5), (5, 4)),
     "claimWork": ((6, 6), (6, 3)),
     "claimWork, two tasks": ((8, 8), (8, 3)),
-    "reclaimTask": ((2, 2), (2, 2)),
-    "reportCompleted": ((6, 6), (6, 3)),
-    "reportFailed": ((6, 6), (6, 3)),
-    "reportException": ((6, 6), (6, 3)),
+    "reclaimTask": ((4, 4), (2, 2)),
+    "reportCompleted": ((6, 6), (4, 2)),
+    "reportFailed": ((6, 6), (4, 2)),
+    "reportException": ((6, 6), (4, 2)),
     "status": ((1, 1), (1, 1)),
     "createArtifact, s3": ((4, 4), (4, 4)),
     "createArtifact, reference": ((5, 5), (5, 4)),

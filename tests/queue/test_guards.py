@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import pytest
@@ -55,6 +55,9 @@ class _CountingSession:
         return counted
 
 
+Opener = Callable[[], AbstractAsyncContextManager[Any]]
+
+
 class CountingStorage:
     """The queue's storage, counting the queries run through it and the transactions opened."""
 
@@ -65,10 +68,16 @@ class CountingStorage:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
+    def transaction(self) -> AbstractAsyncContextManager[Any]:
+        return self._transaction(self.inner.transaction)
+
+    def optimistic(self) -> AbstractAsyncContextManager[Any]:
+        return self._transaction(self.inner.optimistic)
+
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Any]:
+    async def _transaction(self, opener: Opener) -> AsyncIterator[Any]:
         self.counts["<transaction>"] += 1
-        async with self.inner.transaction() as tx:
+        async with opener() as tx:
             yield _CountingSession(tx, self.counts)
 
     @asynccontextmanager

@@ -1,9 +1,12 @@
-"""reclaimTask without a transaction (`service.transition_alone`): its version-checked update loses
-to a change made between its read and its write, and the run is judged again on the fresh row."""
+"""reclaimTask, like every change through `service.transition()`, reads the task without a lock and
+writes with an update that checks the version read: on PostgreSQL a change made between its read
+and its write wins, and the run is judged again on the fresh row. (On SQLite the one writer holds
+from the read to the write: there is no race to lose.)"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -21,9 +24,24 @@ TQ = "test-prov/test-worker"
 WORKER = ("wg", "w1")
 
 
+class _ReadThenMeanwhile:
+    def __init__(self, tx: Any, interloper: Interloper) -> None:
+        self._tx, self._interloper = tx, interloper
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    async def fetchrow(self, name: str, *args: object, **params: object) -> Any:
+        row = await self._tx.fetchrow(name, *args, **params)
+        if self._interloper.meanwhile is not None:
+            meanwhile, self._interloper.meanwhile = self._interloper.meanwhile, None
+            await meanwhile()
+        return row
+
+
 class Interloper:
-    """The queue's storage, which lets `meanwhile` change the database just before the first
-    single-statement write (`Storage.execute`) goes through: between reclaimTask's read and write."""
+    """The queue's storage, which lets `meanwhile` change the database just after the first read of
+    an optimistic transaction: between reclaimTask's read and its write."""
 
     def __init__(self, inner: Storage, meanwhile: Callable[[], Awaitable[object]]) -> None:
         self.inner = inner
@@ -32,11 +50,16 @@ class Interloper:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def execute(self, name: str, *args: object, **params: object) -> int:
-        if self.meanwhile is not None:
-            meanwhile, self.meanwhile = self.meanwhile, None
-            await meanwhile()
-        return await self.inner.execute(name, *args, **params)
+    @asynccontextmanager
+    async def optimistic(self) -> AsyncIterator[Any]:
+        async with self.inner.optimistic() as tx:
+            yield _ReadThenMeanwhile(tx, self)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only(db_url: str) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("on SQLite the one writer holds from the read to the write: no race to lose")
 
 
 async def running(queue: Queue, clock: FakeClock) -> str:
@@ -80,7 +103,14 @@ async def test_a_reclaim_that_lost_a_race_with_another_reclaim_reads_again_and_e
     finally:
         queue.storage = original
     assert answer["status"]["state"] == "running"
-    # read, lost update, (the other reclaim's read and update), read again, update
-    assert tally.trips == ["get_task", "get_task", "update_task", "update_task", "get_task", "update_task"]
+    # read, (the other reclaim's read and update), update lost, read again, update
+    assert tally.trips == [
+        "get_task",
+        "get_task",
+        "update_task_checked",
+        "update_task_checked",
+        "get_task",
+        "update_task_checked",
+    ]
     status = await tasks.status(queue, task_id)
     assert status["status"]["runs"][0]["takenUntil"] == answer["takenUntil"]

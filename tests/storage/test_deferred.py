@@ -4,12 +4,11 @@ sees them, the text stored is the text given, and an error among them commits no
 
 from __future__ import annotations
 
-import asyncpg
 import pytest
 
 from taskyard.events import outbox
 from taskyard.storage.counting import counting
-from taskyard.storage.port import Storage, UniqueViolation
+from taskyard.storage.port import RowMoved, Storage, UniqueViolation
 from tests.storage.test_port import _pending
 
 AWKWARD = "it's a \\ back'slash ''quote\" $1 :name -- not a comment; 🦀 ñ\n\t\r end"
@@ -58,6 +57,21 @@ async def test_an_error_in_a_deferred_write_commits_nothing(storage: Storage) ->
     assert await groups(storage, "later") == ["later"]
 
 
+async def test_a_transaction_of_deferred_writes_alone_is_all_or_nothing(storage: Storage) -> None:
+    """On PostgreSQL such a transaction is one message without BEGIN, which the server runs as a
+    transaction by itself: a failing write in it undoes the writes before it too."""
+    async with storage.transaction() as tx:
+        await tx.defer("insert_group", "held", "-", 1)
+    with pytest.raises(UniqueViolation):
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "before", "-", 1)
+            await tx.defer("insert_group", "held", "-", 1)
+    assert await groups(storage, "before", "held") == ["held"]
+    async with storage.transaction() as tx:  # and the connection is idle, not in a failed transaction
+        await tx.defer("insert_group", "next", "-", 1)
+    assert await groups(storage, "next") == ["next"]
+
+
 @pytest.mark.postgres
 async def test_on_postgresql_deferred_writes_cost_no_round_trip_of_their_own(
     storage: Storage, db_url: str
@@ -69,12 +83,37 @@ async def test_on_postgresql_deferred_writes_cost_no_round_trip_of_their_own(
             await tx.defer("insert_group", "a", "-", 1)
             await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)] * 2)
             tx.notify("somewhere", "x")
-    assert tally.trips == ["BEGIN", "insert_group+insert_event+pg_notify+COMMIT x5"]
+    assert tally.trips == ["insert_group+insert_event+pg_notify x4"]  # a transaction by itself
     with counting() as tally:
         async with storage.transaction() as tx:
             await tx.defer("insert_group", "b", "-", 1)
             await tx.fetchrow("get_group", "b")
-    assert tally.trips == ["BEGIN", "insert_group", "get_group", "COMMIT"]
+    assert tally.trips == ["BEGIN+insert_group x2", "get_group", "COMMIT"]
+    with counting() as tally:
+        async with storage.transaction() as tx:
+            pass
+    assert tally.trips == []
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_an_optimistic_transaction_reads_before_it_begins(
+    storage: Storage, db_url: str
+) -> None:
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite's optimistic() is transaction()")
+    with counting() as tally:
+        async with storage.optimistic() as tx:
+            await tx.fetchrow("get_group", "c")
+            await tx.defer("insert_group", "c", "-", 1)
+            await tx.defer("insert_group", "d", "-", 1)
+    assert tally.trips == ["get_group", "insert_group x2"]
+    with counting() as tally:
+        async with storage.optimistic() as tx:
+            await tx.defer("insert_group", "e", "-", 1)
+            await tx.fetchrow("get_group", "e")  # sees its write: the transaction has begun
+            await tx.execute("insert_group", "f", "-", 1)
+    assert tally.trips == ["BEGIN+insert_group x2", "get_group", "insert_group", "COMMIT"]
+    assert await groups(storage, "c", "d", "e", "f") == ["c", "d", "e", "f"]
 
 
 async def test_a_list_goes_in_as_an_array(storage: Storage) -> None:
@@ -99,25 +138,21 @@ async def test_on_postgresql_a_deferred_write_takes_plain_values_only(storage: S
                 await tx.defer("insert_group", "g", bad, 1)
 
 
-@pytest.mark.postgres
-async def test_on_postgresql_a_locked_task_found_moved_fails_the_transaction(
-    storage: Storage, db_url: str
-) -> None:
-    """`update_locked_task` is deferred, so nobody reads its row count: should the version it
-    expects be gone all the same, the transaction fails rather than drop the change."""
-    if not db_url.startswith("postgres"):
-        pytest.skip("SQLite's one writer is the check")
+async def test_a_checked_write_that_finds_its_row_moved_fails_the_transaction(storage: Storage) -> None:
+    """`update_task_checked` checks the version read; on PostgreSQL it is deferred, and nobody reads
+    its row count, so the query itself fails the transaction: RowMoved, and nothing commits."""
     await _pending(storage, "moved", 1, 1)  # version 1
     update = {"task_id": "moved", "runs": "[]", "state": "pending", "retries_left": 5,
               "taken_until": None, "claimed_at": None, "ever_resolved": False,
               "priority": "lowest", "version": 3}  # fmt: skip
-    with pytest.raises(asyncpg.DataError, match="division by zero"):
-        async with storage.transaction() as tx:
-            await tx.defer("insert_group", "not-kept", "-", 1)
-            await tx.defer("update_locked_task", **update, old_version=2)
-    assert await groups(storage, "not-kept") == []
-    async with storage.transaction() as tx:
-        await tx.defer("update_locked_task", **update, old_version=1)
+    for opened in (storage.transaction, storage.optimistic):
+        with pytest.raises(RowMoved):
+            async with opened() as tx:
+                await tx.defer("insert_group", "not-kept", "-", 1)
+                await tx.defer_checked("update_task_checked", **update, old_version=2)
+        assert await groups(storage, "not-kept") == []
+    async with storage.optimistic() as tx:
+        await tx.defer_checked("update_task_checked", **update, old_version=1)
     async with storage.reader() as session:
         row = await session.fetchrow("get_task", "moved")
     assert row is not None and row["version"] == 3

@@ -19,7 +19,8 @@ from taskyard.storage import _queries
 from taskyard.storage.port import Storage
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "taskyard"
-METHODS = {"execute", "executemany", "fetch", "fetchrow", "fetchval"}
+METHODS = {"execute", "executemany", "fetch", "fetchrow", "fetchval", "defer", "defer_many", "defer_checked"}
+MANY = {"executemany", "defer_many"}  # their arguments are rows
 PLACEHOLDER = re.compile(r"\$(\d+)")
 
 
@@ -44,8 +45,10 @@ def calls() -> list[QueryCall]:
             if not (isinstance(first, ast.Constant) and isinstance(first.value, str)):
                 continue
             rest = node.args[1:]
-            countable = node.func.attr != "executemany" and not any(isinstance(a, ast.Starred) for a in rest)
+            countable = node.func.attr not in MANY and not any(isinstance(a, ast.Starred) for a in rest)
             where = f"{path.relative_to(SRC)}:{node.lineno}"
+            if any(k.arg is None for k in node.keywords):
+                continue  # `**params`: its names are not countable here
             keywords = frozenset(k.arg for k in node.keywords if k.arg is not None)
             arguments = len(rest) if countable else None
             found.append(QueryCall(where, node.func.attr, first.value, arguments, keywords))

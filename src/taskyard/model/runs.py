@@ -102,16 +102,6 @@ class Change:
     resolution: ResolvedState | None = None  # a final resolution the dependency resolver must see
     priority_changed: bool = False  # the claim index must learn the new priority
 
-    @property
-    def row_alone(self) -> bool:
-        """Whether this writes the task row and nothing else (no claim index, no dependency
-        record, no events): its conditional update needs no transaction around it."""
-        return (
-            self.changed
-            and not (self.messages or self.dequeue or self.priority_changed or self.resolution is not None)
-            and self.enqueue_run is None
-        )
-
 
 def _copy_runs(runs: list[RunStatus]) -> list[RunStatus]:
     """A copy of `runs` that the original's changes never reach: a run holds only strings and

@@ -226,7 +226,7 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> Reclaimed:
             raise RequestConflict(f"task {task_id} is past its deadline; stop working on it")
         return runs.reclaim(rec, run_id, q.clock() + q.config.claim_timeout * 1000)
 
-    rec = (await service.transition_alone(q, task_id, step)).record
+    rec = (await service.transition(q, task_id, step)).record
     run = rec.runs[run_id]
     worker = (run["workerGroup"], run["workerId"])
     return _reclaim_body(q, rec, run_id, worker)

@@ -72,21 +72,7 @@ async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> bool:
     """Create the task's group or check it may join it: same schedulerId, not sealed. Answer
     whether the task itself exists already (it may have been created since: that is for the
     task's own insert to find out)."""
-    # One statement creates the group, renews an expired one, or extends a live one that would
-    # expire within the hour after the task; it answers the group as it now stands. A refusal
-    # below rolls it back with the rest of createTask. Extending by two hours rather than one
-    # leaves most tasks of a busy group nothing to write: on PostgreSQL they join it under a
-    # shared lock, not one after another.
-    needed = rec.expires + dates.HOUR
-    row = await tx.fetchrow(
-        "join_group",
-        task_group_id=rec.task_group_id,
-        scheduler_id=rec.scheduler_id,
-        expires=needed + dates.HOUR,
-        now=q.clock(),
-        task_id=rec.task_id,
-        needed=needed,
-    )
+    row = await tx.fetchrow("join_group", task_id=rec.task_id, **_joining(q, rec))
     assert row is not None
     if row["scheduler_id"] != rec.scheduler_id:
         raise RequestConflict(
@@ -96,6 +82,29 @@ async def join_group_tx(q: Queue, tx: Tx, rec: TaskRecord) -> bool:
     if row["sealed"] is not None:
         raise RequestConflict(f"task group {rec.task_group_id} is sealed; no task can be added to it")
     return bool(row["task_exists"])
+
+
+async def join_group_checked_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
+    """`join_group_tx` for a task taken to be new, as a deferred write that reads nothing: if the
+    group refuses the task, the transaction fails (`RowMoved`), and the caller goes through
+    `join_group_tx` to learn why."""
+    await tx.defer_checked("join_group_checked", **_joining(q, rec))
+
+
+def _joining(q: Queue, rec: TaskRecord) -> dict[str, object]:
+    # One statement creates the group, renews an expired one, or extends a live one that would
+    # expire within the hour after the task; it answers the group as it now stands. A refusal
+    # rolls it back with the rest of createTask. Extending by two hours rather than one leaves
+    # most tasks of a busy group nothing to write: on PostgreSQL they join it under a shared
+    # lock, not one after another.
+    needed = rec.expires + dates.HOUR
+    return {
+        "task_group_id": rec.task_group_id,
+        "scheduler_id": rec.scheduler_id,
+        "expires": needed + dates.HOUR,
+        "now": q.clock(),
+        "needed": needed,
+    }
 
 
 async def _get(session: Session, task_group_id: str) -> Row:

@@ -1,13 +1,13 @@
 """The queue's shared machinery: the `Queue` object, task records in storage, and applying changes.
 
-A change to an existing task goes through `transition()`: read the task row (locked on PostgreSQL),
-compute the change with the pure state machine (`model.runs`), then write it with `apply_tx()`:
-the row's update (checked against the version read), together with its claim-index rows, its
-dependency record and its events, in one transaction. claimWork and createTask call `apply_tx()`
-themselves, on rows they have just locked or inserted. reclaimTask's `transition_alone()` reads
-without a lock and settles a race by the version in its update. The transaction touches nothing but the
-database, so one that committed nothing through no fault of its own (a deadlock, a connection
-lost before COMMIT) is run again, once (`storage.port.run_in_transaction`).
+A change to an existing task goes through `transition()`: read the task row, compute the change
+with the pure state machine (`model.runs`), then write it with `apply_tx()`: the row's update
+(checked against the version read), together with its claim-index rows, its dependency record
+and its events, in one transaction. `transition()` reads without a lock and settles a race by
+the version in its update: a lost one reads again (`storage.port.run_optimistic`). claimWork and
+createTask call `apply_tx()` themselves, on rows they have just locked or inserted. The
+transaction touches nothing but the database, so one that committed nothing through no fault of
+its own (a deadlock, a connection lost before COMMIT) is run again, once.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from taskyard.config import QueueConfig
 from taskyard.events import outbox
 from taskyard.model import azure_queue, dates, runs, task_definition
 from taskyard.model.backoff import SetAside
-from taskyard.model.errors import ResourceNotFound, Unavailable
+from taskyard.model.errors import ResourceNotFound
 from taskyard.model.guard import Guard
 from taskyard.model.messages import Message
 from taskyard.model.metrics import Counters
@@ -34,7 +34,7 @@ from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import TaskDefinition
 from taskyard.model.types import Clock
 from taskyard.queue.signals import EmptyPollQueues, Followers, PendingSignals
-from taskyard.storage.port import Row, Storage, TransactionRolledBack, Tx, run_in_transaction
+from taskyard.storage.port import Row, Storage, Tx, run_optimistic
 
 if TYPE_CHECKING:  # livelogs and poll build on this module
     from taskyard.queue.livelogs import StreamUrls
@@ -179,13 +179,13 @@ async def insert_record_tx(tx: Tx, rec: TaskRecord, *, deferred: bool = False) -
 async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> None:
     """Write `change` in `tx`: the task's row, claim index, dependency record and events.
 
-    Every caller read the task's row in `tx`, locked (FOR UPDATE on PostgreSQL; SQLite has one
-    writer), so its version cannot have moved: the update is a deferred write like the rest, and
-    checks the version all the same (on PostgreSQL a row found moved fails the transaction).
+    Every caller read the task's row in `tx`: locked (FOR UPDATE on PostgreSQL; SQLite has one
+    writer), or not, in `transition()`'s optimistic transaction. The update is a checked write,
+    deferred like the rest: a row no longer at `old_version` fails the transaction (`RowMoved`).
     """
     rec = change.record
     if change.changed:
-        await tx.defer("update_locked_task", **_update_row(rec, old_version))
+        await tx.defer_checked("update_task_checked", **_update_row(rec, old_version))
     if change.dequeue:
         await tx.defer("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
@@ -201,27 +201,9 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
     await publish_tx(q, tx, change.messages)
 
 
-async def _write_record(runner: Tx | Storage, rec: TaskRecord, old_version: int) -> int:
-    """Write `rec` if its row is still at `old_version`; answer the rows written (0: a lost race).
-    `runner` is a transaction, or the storage itself for a write that is a transaction alone."""
-    return await runner.execute(
-        "update_task",
-        task_id=rec.task_id,
-        old_version=old_version,
-        runs=dumps(rec.runs),
-        state=rec.state,
-        retries_left=rec.retries_left,
-        taken_until=rec.taken_until,
-        claimed_at=rec.claimed_at,
-        ever_resolved=rec.ever_resolved,
-        priority=rec.priority,
-        version=rec.version,
-    )
-
-
 def _update_row(rec: TaskRecord, old_version: int) -> dict[str, object]:
-    """The parameters of `update_locked_task`, and a row of `update_tasks` (`_write_record`'s
-    set-based form) as a JSON object."""
+    """The parameters of `update_task_checked`, and a row of `update_tasks` (its set-based form)
+    as a JSON object."""
     return {
         "task_id": rec.task_id,
         "old_version": old_version,
@@ -424,7 +406,7 @@ async def apply_many_tx(q: Queue, tx: Tx, changes: list[tuple[Change, int]]) -> 
 
 
 async def _write_records(tx: Tx, records: list[tuple[TaskRecord, int]]) -> set[str]:
-    """`_write_record` for many records, each with the version its row must still be at, in one
+    """Write these records, each if its row is still at the version given with it, in one
     statement; answer the taskIds written."""
     if not records:
         return set()
@@ -433,29 +415,24 @@ async def _write_records(tx: Tx, records: list[tuple[TaskRecord, int]]) -> set[s
 
 
 async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
-    """Apply `step` to the task's current record, read locked, in a transaction of its own."""
-    return await run_in_transaction(q.storage, lambda tx: transition_tx(q, tx, task_id, step))
+    """Apply `step` to the task's current record in a transaction of its own.
 
+    Optimistic: the row is read without a lock, and the change written with an update that checks
+    the version read (`Tx.defer_checked`), so a change made meanwhile fails the write, and the
+    step runs again on a fresh read. On PostgreSQL that is two round trips: the read, then every
+    write in one message.
+    """
 
-async def transition_alone(q: Queue, task_id: str, step: Callable[[TaskRecord], Change]) -> Change:
-    """`transition()` for a step whose change is expected to write the task row alone (reclaimTask):
-    one read and one conditional update, which is atomic by itself, with no transaction around
-    them. The update checks the version read, so a change made meanwhile is a lost race, and the
-    step runs again on the fresh record. A change that turns out to need more (`Change.row_alone`) is
-    made by `transition()`, which runs the step again on the row it locks."""
-    for _ in range(RACE_RETRIES):
-        rec = await load(q, task_id)
+    async def body(tx: Tx) -> Change:
+        row = await tx.fetchrow("get_task", task_id)
+        if row is None:
+            raise ResourceNotFound(f"task {task_id} does not exist")
+        rec = record_from_row(row)
         change = step(rec)
-        if not change.row_alone:
-            return await transition(q, task_id, step)
-        try:
-            if await _write_record(q.storage, change.record, rec.version) == 1:
-                return change
-        except TransactionRolledBack as exc:  # committed nothing: as safe to run again as a lost race
-            log.info("running an update again: %s", exc)
-            continue
-        log.debug("lost a race on task %s; retrying", task_id)
-    raise Unavailable(f"task {task_id} is changing too often to update; try again")
+        await apply_tx(q, tx, change, old_version=rec.version)
+        return change
+
+    return await run_optimistic(q.storage, body, attempts=RACE_RETRIES)
 
 
 def held(q: Queue, job: str) -> set[str]:

@@ -11,7 +11,7 @@ from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import Priority, TaskDefinition
 from taskyard.queue import groups, service
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Tx, UniqueViolation
+from taskyard.storage.port import RowMoved, Tx, UniqueViolation
 
 MAX_BULK_IDS = 1000
 # createTask's scope template; `guard_definition()` gives it its values.
@@ -72,6 +72,14 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
     """
     definition = define(q, task_id, body)
     guard_definition(guard, definition)
+    if not definition["dependencies"]:
+        try:
+            # Writes alone, which on PostgreSQL go in one message: for a new task, in a group
+            # that takes it, the usual case.
+            async with q.storage.transaction() as tx:
+                return await _create_new_tx(q, tx, task_id, definition)
+        except (UniqueViolation, RowMoved):
+            pass  # the task exists, or its group refused it: the way below reads which, and answers
     for attempt in range(3):
         try:
             return await _create_tx(q, task_id, definition)
@@ -86,6 +94,15 @@ async def create_task(q: Queue, task_id: str, body: object, *, guard: Guard) -> 
 async def _create_tx(q: Queue, task_id: str, definition: TaskDefinition) -> StatusAnswer:
     async with q.storage.transaction() as tx:
         return await create_task_tx(q, tx, task_id, definition)
+
+
+async def _create_new_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinition) -> StatusAnswer:
+    """createTask for a task without dependencies, taken to be new, in writes that read nothing:
+    a taskId taken is the task insert's UniqueViolation, a group that refuses the task its
+    checked join's RowMoved."""
+    rec = new_record(task_id, definition, definition["retries"])
+    await groups.join_group_checked_tx(q, tx, rec)
+    return await _insert_new_tx(q, tx, rec, blocked=False)
 
 
 def guard_definition(guard: Guard, definition: TaskDefinition) -> None:
@@ -114,6 +131,11 @@ async def create_task_tx(q: Queue, tx: Tx, task_id: str, definition: TaskDefinit
         again = await service.load_for_update_tx(tx, rec.task_id)
         return await _repeat_create_tx(q, tx, again, definition)
     blocked = await _add_dependencies_tx(tx, rec)
+    return await _insert_new_tx(q, tx, rec, blocked=blocked)
+
+
+async def _insert_new_tx(q: Queue, tx: Tx, rec: TaskRecord, *, blocked: bool) -> StatusAnswer:
+    """Insert a new task's row, scheduled unless `blocked`, with its events."""
     defined = task_message("task-defined", rec.status(), rec.definition)
     change = Change(rec, changed=False) if blocked else runs.schedule(rec, q.clock())
     change.messages.insert(0, defined)

@@ -64,6 +64,11 @@ class TransactionRolledBack(DatabaseUnavailable):
     or its connection lost before COMMIT was sent): running it again is safe."""
 
 
+class RowMoved(TransactionRolledBack):
+    """A checked write (`Tx.defer_checked`) found its row changed since the transaction read it:
+    the transaction committed nothing. Read again and decide again (`run_optimistic`)."""
+
+
 class Session(Protocol):
     """Runs named queries. In a transaction, everything commits or rolls back together."""
 
@@ -95,6 +100,12 @@ class Tx(Session, Protocol):
     async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         """`defer` once per row of arguments, in order."""
 
+    async def defer_checked(self, name: str, *args: object, **params: object) -> None:
+        """`defer` a write that must find its row as it was read (a version, a group still open):
+        one that finds none fails the transaction with `RowMoved`, at once on SQLite, on
+        PostgreSQL where the write is sent. Its query answers a row when it wrote; PostgreSQL's
+        form, whose answer nobody reads, divides by that count instead."""
+
     def notify(self, channel: str, payload: str) -> None:
         """Tell every listener on `channel`, in this process and others, once this commits."""
 
@@ -107,6 +118,13 @@ class Storage(Protocol):
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """Open a read-write transaction; it commits when the block exits normally."""
+
+    def optimistic(self) -> AbstractAsyncContextManager[Tx]:
+        """A transaction whose reads before its first write need no lock, because what it writes
+        checks what they read (`Tx.defer_checked`) or cannot conflict. On PostgreSQL those reads
+        run before BEGIN, and writes that are all deferred go in one message at the end, a
+        transaction by itself: read, decide, write in two round trips. On SQLite, whose one writer
+        is the lock, it is `transaction()`."""
 
     def reader(self) -> AbstractAsyncContextManager[Session]:
         """Open a read-only session; it never blocks writers."""
@@ -140,6 +158,25 @@ async def execute_alone(storage: Storage, name: str, *args: object, **params: ob
     except TransactionRolledBack as exc:
         log.info("running a statement again: %s", exc)
     return await storage.execute(name, *args, **params)
+
+
+async def run_optimistic(storage: Storage, body: Callable[[Tx], Awaitable[T]], *, attempts: int = 8) -> T:
+    """`body(tx)` in `storage.optimistic()`, run again while a checked write finds its row moved
+    (`RowMoved`, a race lost to another writer), up to `attempts` times, and once more after
+    another `TransactionRolledBack`. `body` must touch nothing but `tx`."""
+    rolled_back = 0
+    for _ in range(attempts):
+        try:
+            async with storage.optimistic() as tx:
+                return await body(tx)
+        except RowMoved as exc:
+            log.debug("a race lost; reading again: %s", exc)
+        except TransactionRolledBack as exc:
+            rolled_back += 1
+            if rolled_back > 1:
+                raise
+            log.info("running a transaction again: %s", exc)
+    raise Unavailable(f"the rows this call writes are changing too often; try again ({attempts} attempts)")
 
 
 async def run_in_transaction(storage: Storage, body: Callable[[Tx], Awaitable[T]]) -> T:

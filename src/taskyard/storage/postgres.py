@@ -17,6 +17,11 @@ as literals, and sent ahead of the transaction's next statement or with its COMM
 simple-protocol query: a createTask, claimWork or report then costs three or four round trips
 fewer. Every statement still runs in the order the code made it; an
 error in a deferred write surfaces at that next statement or at COMMIT, and nothing commits.
+BEGIN waits the same way, for the first statement that must run inside the transaction; a
+transaction whose every write was deferred is one message without BEGIN and COMMIT, which
+PostgreSQL runs as a transaction. `optimistic()` runs its reads before that: a report reads its
+task, then writes its update (checked against the version read), events and resolution in one
+round trip.
 
 Notifications arrive on one connection of their own. A task keeps it up: it learns that the
 connection is gone from the driver or, should the driver not notice (a silent network), from a
@@ -43,7 +48,7 @@ import re
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from typing import Any, NoReturn
 
 import asyncpg
@@ -58,6 +63,7 @@ from taskyard.storage.port import (
     DatabaseUnavailable,
     Listener,
     Row,
+    RowMoved,
     TransactionRolledBack,
     Tx,
     UniqueViolation,
@@ -113,6 +119,8 @@ def translated(exc: Exception) -> Exception:
     """The port's error for a driver's exception; `exc` itself if it is none of the port's."""
     if isinstance(exc, asyncpg.UniqueViolationError):
         return UniqueViolation(f"conflicting row: {exc.detail or exc}")
+    if isinstance(exc, asyncpg.DivisionByZeroError):  # how a checked write fails (Tx.defer_checked)
+        return RowMoved("a checked write found its row changed since it was read")
     kind = classify(exc)
     if kind is None:
         return exc
@@ -142,12 +150,33 @@ class _Session(BaseSession[asyncpg.Connection]):
     """Statements on one pooled connection. Deferred writes (`defer`) wait in `_deferred`, as SQL
     with their arguments written in, until the next statement or COMMIT: then they go first, in
     the same round trip (a simple-protocol query of several statements) or, before a statement of
-    the extended protocol, in one of their own."""
+    the extended protocol, in one of their own.
 
-    def __init__(self, conn: asyncpg.Connection, queries: dict[str, str], names: Any) -> None:
+    A transaction's BEGIN waits too (`_unbegun`): it goes with the deferred writes ahead of the
+    first statement that must run inside the transaction (any, in `transaction()`; a write, in
+    `optimistic()`, whose reads before it run by themselves). A transaction that reaches its end
+    with BEGIN unsent sends its deferred writes alone, as one message without BEGIN and COMMIT:
+    PostgreSQL runs a message of several statements as one transaction."""
+
+    def __init__(
+        self,
+        conn: asyncpg.Connection,
+        queries: dict[str, str],
+        names: Any,
+        *,
+        unbegun: bool = False,
+        reads_begin: bool = False,
+    ) -> None:
         super().__init__(conn, queries, names)
         self._deferred: list[str] = []
         self._deferred_names: list[str] = []
+        self._unbegun = unbegun  # a transaction whose BEGIN is not sent yet
+        self._reads_begin = unbegun and reads_begin  # whether a read sends it
+        self.begin_sent = False  # so the connection may be in a transaction
+
+    @property
+    def begun(self) -> bool:
+        return not self._unbegun
 
     async def defer(self, name: str, *args: object, **params: object) -> None:
         if params:
@@ -160,6 +189,10 @@ class _Session(BaseSession[asyncpg.Connection]):
         self._deferred.extend(_with_literals(query, tuple(row)) for row in rows)
         self._deferred_names.extend(name for _ in rows)
 
+    # The query itself fails the transaction (a division by zero, which `translated` makes
+    # RowMoved) where SQLite's answers no row.
+    defer_checked = defer
+
     def take_deferred(self) -> tuple[str, list[str]]:
         """The deferred writes as one SQL text, and their names; none are left deferred."""
         sql, names = "".join(self._deferred), self._deferred_names
@@ -167,7 +200,12 @@ class _Session(BaseSession[asyncpg.Connection]):
         return sql, names
 
     async def _flush(self) -> None:
+        """Send the deferred writes, behind BEGIN if the transaction has not begun."""
         sql, names = self.take_deferred()
+        if self._unbegun:
+            sql, names = "BEGIN; " + sql, ["BEGIN", *names]
+            self._unbegun = self._reads_begin = False
+            self.begin_sent = True
         record(_trip_name(names), len(names))
         try:
             await self._conn.execute(sql)
@@ -178,7 +216,7 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def execute(self, name: str, *args: object, **params: object) -> int:
         if params:
             args = self.bind(name, args, params)
-        if self._deferred:
+        if self._deferred or self._unbegun:
             await self._flush()
         record(name)
         try:
@@ -189,7 +227,7 @@ class _Session(BaseSession[asyncpg.Connection]):
         return int(last) if last.isdigit() else 0
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
-        if self._deferred:
+        if self._deferred or self._unbegun:
             await self._flush()
         record(name, len(rows))  # asyncpg pipelines the rows: one round trip
         try:
@@ -200,7 +238,7 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         if params:
             args = self.bind(name, args, params)
-        if self._deferred:
+        if self._deferred or self._reads_begin:
             await self._flush()
         record(name)
         try:
@@ -211,7 +249,7 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetchrow(self, name: str, *args: object, **params: object) -> Row | None:
         if params:
             args = self.bind(name, args, params)
-        if self._deferred:
+        if self._deferred or self._reads_begin:
             await self._flush()
         record(name)
         try:
@@ -223,7 +261,7 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def fetchval(self, name: str, *args: object, **params: object) -> Any:
         if params:
             args = self.bind(name, args, params)
-        if self._deferred:
+        if self._deferred or self._reads_begin:
             await self._flush()
         record(name)
         try:
@@ -357,19 +395,20 @@ class PostgresStorage:
         except Exception as exc:  # it was broken after all; asyncpg has closed it
             log.debug("could not return a connection to the pool: %r", exc)
 
+    def transaction(self) -> AbstractAsyncContextManager[Tx]:
+        return self._transaction(reads_begin=True)
+
+    def optimistic(self) -> AbstractAsyncContextManager[Tx]:
+        return self._transaction(reads_begin=False)
+
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[Tx]:
+    async def _transaction(self, *, reads_begin: bool) -> AsyncIterator[Tx]:
         pool = self._open_pool()
         conn = await self._acquire(pool)
-        session = _Session(conn, self._queries, self._names)
+        session = _Session(conn, self._queries, self._names, unbegun=True, reads_begin=reads_begin)
         broken = False
-        begun = False
         try:
             try:
-                record("BEGIN")
-                with wrap_db_errors():
-                    await conn.execute("BEGIN")
-                begun = True
                 yield session
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
@@ -383,11 +422,17 @@ class PostgresStorage:
                 # PostgreSQL delivers a notification sent twice in a transaction once: send it once.
                 notes = list(dict.fromkeys(session.notes))
                 deferred, names = session.take_deferred()
-                names += ["pg_notify"] * len(notes) + ["COMMIT"]
-                record(_trip_name(names), len(names))
-                with wrap_db_errors():
-                    # Deferred writes and notifications ride in the same round trip as COMMIT.
-                    await conn.execute(deferred + self._notify_sql(notes) + "COMMIT")
+                names += ["pg_notify"] * len(notes)
+                message = deferred + self._notify_sql(notes)
+                if session.begun:
+                    names.append("COMMIT")
+                    message += "COMMIT"
+                if names:
+                    record(_trip_name(names), len(names))
+                    with wrap_db_errors():
+                        # Deferred writes and notifications ride in the same round trip as COMMIT,
+                        # or, BEGIN unsent, are a transaction by themselves.
+                        await conn.execute(message)
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
                     raise
@@ -400,7 +445,7 @@ class PostgresStorage:
                 # If BEGIN did not finish (cancelled on its way), the server may begin the
                 # transaction after this looks: roll back whatever the connection says, or the pool
                 # finds the transaction open when it takes the connection back (and logs an error).
-                await _roll_back(conn, unsure=not begun)
+                await _roll_back(conn, unsure=session.begin_sent)
             raise
         finally:
             await self._release(pool, conn, broken=broken)

@@ -50,6 +50,7 @@ from taskyard.storage.port import (
     DatabaseUnavailable,
     Listener,
     Row,
+    RowMoved,
     UniqueViolation,
 )
 
@@ -153,6 +154,10 @@ class _WriterSession(BaseSession[sqlite3.Connection]):
 
     async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         await self.executemany(name, rows)
+
+    async def defer_checked(self, name: str, *args: object, **params: object) -> None:
+        if await self.fetchrow(name, *args, **params) is None:
+            raise RowMoved(f"{name} found its row changed since it was read")
 
     async def fetch(self, name: str, *args: object, **params: object) -> list[Row]:
         if params:
@@ -357,6 +362,9 @@ class SQLiteStorage:
         if self._writer is None:
             raise DatabaseUnavailable("the SQLite storage is closed")
         return self._writer
+
+    def optimistic(self) -> _Transaction:
+        return _Transaction(self)  # the one writer is the lock: nothing to gain by reading before it
 
     def transaction(self) -> _Transaction:
         return _Transaction(self)

@@ -101,10 +101,9 @@ DELETE FROM outbox
  WHERE id IN (SELECT id FROM outbox WHERE pg_try_advisory_xact_lock($2) ORDER BY id LIMIT $1)
 RETURNING id, exchange, routing_key, cc, body
 
--- name: update_locked_task
--- update_task for a row this transaction read locked (FOR UPDATE): its version cannot have moved,
--- so the update is a deferred write (Tx.defer) whose row count nobody reads. Should it find the
--- row moved all the same, the division by zero fails the transaction rather than lose the change.
+-- name: update_task_checked
+-- update_task as a checked write (Tx.defer_checked): a deferred write whose answer nobody reads,
+-- so a row found moved fails the transaction by a division by zero (RowMoved).
 WITH written AS (
   UPDATE tasks
      SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
@@ -137,6 +136,27 @@ WITH live AS (
 )
 SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
   FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
+
+-- name: join_group_checked
+-- Parameters, in order: :task_group_id, :scheduler_id, :expires, :now, :needed.
+-- join_group for a task known to be new, as a checked write (Tx.defer_checked): the division by
+-- zero fails the transaction (RowMoved) unless the group, joined, is :scheduler_id's and unsealed.
+-- createTask then goes the way that reads join_group's answer, to say what was wrong.
+WITH live AS (
+  SELECT scheduler_id, sealed FROM task_groups
+   WHERE task_group_id = :task_group_id AND expires >= :now AND expires >= :needed
+     FOR SHARE
+), joined AS (
+  INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed)
+  SELECT :task_group_id, :scheduler_id, :expires, NULL WHERE NOT EXISTS (SELECT 1 FROM live)
+  ON CONFLICT (task_group_id) DO UPDATE
+     SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
+         sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
+         expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+  RETURNING g.scheduler_id, g.sealed
+)
+SELECT 1 / count(*) FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
+ WHERE j.scheduler_id = :scheduler_id AND j.sealed IS NULL
 
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.

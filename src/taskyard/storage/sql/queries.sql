@@ -18,16 +18,16 @@ UPDATE tasks
        version = :version
  WHERE task_id = :task_id AND version = :old_version
 
--- name: update_locked_task
--- update_task for a row this transaction read locked (apply_tx's callers): its version cannot have
--- moved since, so the update is a deferred write and nobody reads its row count. On SQLite the one
--- writer is the lock; queries.postgres.sql's form also fails the transaction should it find the
--- row moved.
+-- name: update_task_checked
+-- update_task as a checked write (Tx.defer_checked): it answers a row if the row was still at the
+-- version read, none if it moved (which fails the transaction). A transaction that read the row
+-- locked finds it unmoved; an optimistic one that lost a race reads again.
 UPDATE tasks
    SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
        claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
        version = :version
  WHERE task_id = :task_id AND version = :old_version
+RETURNING 1
 
 -- name: insert_pending
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)

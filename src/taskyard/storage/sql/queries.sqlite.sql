@@ -123,6 +123,19 @@ ON CONFLICT (task_group_id) DO UPDATE
        expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
 RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
 
+-- name: join_group_checked
+-- Parameters, in order: :task_group_id, :scheduler_id, :expires, :now, :needed.
+-- join_group for a task known to be new, as a checked write (Tx.defer_checked): it answers no row
+-- (which fails the transaction) unless the group, joined, is :scheduler_id's and unsealed.
+-- createTask then goes the way that reads join_group's answer, to say what was wrong.
+INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES (:task_group_id, :scheduler_id, :expires, NULL)
+ON CONFLICT (task_group_id) DO UPDATE
+   SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
+       sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
+       expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+ WHERE g.expires < :now OR (g.scheduler_id = excluded.scheduler_id AND g.sealed IS NULL)
+RETURNING 1
+
 -- name: satisfy_dependencies_of
 -- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
 UPDATE task_dependencies SET satisfied = TRUE
