@@ -9,11 +9,12 @@ import asyncpg
 import pytest
 
 from taskyard.model import dates
-from taskyard.model.errors import RequestConflict
+from taskyard.model.errors import RequestConflict, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import groups, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage import _queries
+from taskyard.storage.counting import counting
 from taskyard.storage.port import UniqueViolation
 from tests.conftest import FakeClock
 from tests.queue.helpers import definition, new_id
@@ -145,3 +146,28 @@ async def test_creates_of_one_task_at_once_make_one_task(queue: Queue, clock: Fa
     other = {**body, "payload": {"different": True}}
     with pytest.raises(RequestConflict):
         await tasks.create_task(queue, task_id, other, guard=ALLOW_ALL)
+
+
+@pytest.mark.parametrize("refusal", ["sealed", "another scheduler"])
+async def test_a_group_that_refuses_a_task_says_why_and_keeps_nothing_of_it(
+    queue: Queue, clock: FakeClock, refusal: str
+) -> None:
+    """createTask first tries writes alone, the group's join among them checked; a refusal fails
+    that transaction whole, and the way that reads the group answers the 409 with its reason."""
+    group = new_id()
+    expires = clock.now + DAY
+    await create_in(queue, clock, group, expires)
+    if refusal == "sealed":
+        await groups.seal_task_group(queue, group, guard=ALLOW_ALL)
+    before = await groups.get_task_group(queue, group)
+    task_id = new_id()
+    scheduler = "someone-else" if refusal == "another scheduler" else "-"
+    body = definition(clock.now, taskGroupId=group, schedulerId=scheduler, expires=dates.to_iso(expires))
+    with counting() as tally, pytest.raises(RequestConflict) as refused:
+        await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
+    assert ("is sealed" if refusal == "sealed" else "belongs to schedulerId '-'") in str(refused.value)
+    names = [name for trip in tally.trips for name in trip.split(" ")[0].split("+")]
+    assert names.index("join_group_checked") < names.index("join_group")  # the checked way first
+    with pytest.raises(ResourceNotFound):
+        await tasks.status(queue, task_id)
+    assert await groups.get_task_group(queue, group) == before
