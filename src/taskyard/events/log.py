@@ -60,7 +60,8 @@ async def append_tx(tx: Tx, messages: Sequence[Message], now: int) -> None:
 async def append_rows_tx(tx: Tx, rows: Sequence[tuple[str, str, str, str]], now: int) -> None:
     """`append_tx` for events already serialized: (exchange, routing key, CCs as JSON, body as JSON),
     as the outbox holds them, so the relay writes its rows' text without decoding and encoding it."""
-    await tx.defer_many("log_event", [(now, *row) for row in rows])  # with COMMIT, after the publish
+    if rows:  # one statement (a JSON list of the rows), with COMMIT, after the publish
+        await tx.defer("log_events", now, orjson.dumps(rows).decode())
     tx.notify(CHANNEL, "")
 
 

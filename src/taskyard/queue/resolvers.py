@@ -35,6 +35,7 @@ from taskyard.storage.port import Row, Session, Tx, run_in_transaction
 log = logging.getLogger(__name__)
 BATCH = 32
 DEPENDENTS_PER_TRANSACTION = 500  # the dependency resolver's chunk: see `_resolve_batch`
+READY_PER_READ = 50_000  # dependents read at once, for many chunks: see `_Ready`
 EXPIRY_GRACE_MS = 30 * 60 * 1000  # TaskCluster sweeps things that expired more than 30 minutes ago
 
 
@@ -115,6 +116,10 @@ async def _resolve_batch(q: Queue) -> int:
     own: the first are claimable at once, and no transaction holds the writer for long. The
     transaction of the last chunk announces the groups and deletes the resolutions.
 
+    The dependents are read once for many chunks (`_Ready`), not once per chunk: each read sorts
+    all of those left. A dependent that changed after the read is left alone by the transition,
+    which checks every row it locks.
+
     Between chunks the resolutions stay. A crash (or a failure) between them leaves them to be
     taken again, and the next attempt finds only the dependents still unscheduled. On PostgreSQL
     each chunk's transaction takes the resolutions again, skipping those another process holds:
@@ -122,43 +127,79 @@ async def _resolve_batch(q: Queue) -> int:
     """
     held = service.held(q, DEPENDENCY_RESOLVER)
 
-    async def first(tx: Tx) -> tuple[list[Row], str | None]:
+    async def first(tx: Tx) -> tuple[list[Row], _Ready | None]:
         taken = await tx.fetch("take_resolutions", BATCH + len(held))
         rows = [r for r in taken if _resolution_key(r) not in held][:BATCH]
         if not rows:
             return rows, None
         await _satisfy_tx(tx, rows)
-        return rows, await _schedule_chunk_tx(q, tx, rows, "")
+        ready = _Ready(rows)
+        return rows, ready if await _schedule_chunk_tx(q, tx, rows, ready) else None
 
-    rows, after = await run_in_transaction(q.storage, first)
+    rows, ready = await run_in_transaction(q.storage, first)
     ids = [r["id"] for r in rows]
-    while after is not None:
+    while ready is not None:
+        ready.taken()
 
-        async def next_chunk(tx: Tx, after: str = after) -> str | None:
-            return await _schedule_chunk_tx(q, tx, await tx.fetch("take_resolutions_again", ids), after)
+        async def next_chunk(tx: Tx, ready: _Ready = ready) -> bool:
+            return await _schedule_chunk_tx(q, tx, await tx.fetch("take_resolutions_again", ids), ready)
 
-        after = await run_in_transaction(q.storage, next_chunk)
+        if not await run_in_transaction(q.storage, next_chunk):
+            break
     for row in rows:
         q.set_aside[DEPENDENCY_RESOLVER].release(_resolution_key(row))
     return len(rows)
 
 
-async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], after: str) -> str | None:
-    """Schedule the first DEPENDENTS_PER_TRANSACTION dependents after taskId `after` that these
-    resolutions unblocked. Answer the last one's taskId if more may wait; else announce the groups,
-    delete the resolutions and answer None."""
+class _Ready:
+    """The dependents a batch of resolutions unblocked, in taskId order: read READY_PER_READ at a
+    time (a few chunks' worth of taskIds, not their rows) and handed out a chunk at a time.
+
+    `chunk()` answers the next chunk inside its transaction; `taken()`, once that committed, moves
+    past it. A transaction that rolled back (and is run again) gets the same chunk.
+    """
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.resolved = sorted({r["task_id"] for r in rows})
+        self.ids: list[str] = []
+        self.at = 0  # ids[:at] were scheduled
+        self.size = 0  # the length of the chunk handed out last
+        self.more = True  # the last read may have left some out
+
+    async def chunk(self, session: Session, size: int) -> list[str]:
+        """The next `size` dependents (fewer at the end)."""
+        if self.at >= len(self.ids) and self.more:
+            after = self.ids[-1] if self.ids else ""
+            self.ids, self.at = await _unblocked(session, self.resolved, after, READY_PER_READ), 0
+            self.more = len(self.ids) == READY_PER_READ
+        chunk = self.ids[self.at : self.at + size]
+        self.size = len(chunk)
+        return chunk
+
+    @property
+    def last(self) -> bool:
+        """Whether the chunk handed out last is the last one."""
+        return self.at + self.size >= len(self.ids) and not self.more
+
+    def taken(self) -> None:
+        """The chunk handed out last was committed."""
+        self.at += self.size
+        self.size = 0
+
+
+async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], ready: _Ready) -> bool:
+    """Schedule the next DEPENDENTS_PER_TRANSACTION dependents of `ready`. Answer True if more may
+    wait; else announce the groups, delete the resolutions and answer False."""
     if not rows:
-        return None  # another process holds them now, or finished them
-    resolved = sorted({r["task_id"] for r in rows})
-    ready = await _unblocked(tx, resolved, after, DEPENDENTS_PER_TRANSACTION + 1)
-    chunk = ready[:DEPENDENTS_PER_TRANSACTION]
+        return False  # another process holds them now, or finished them
+    chunk = await ready.chunk(tx, DEPENDENTS_PER_TRANSACTION)
     if chunk:
         await service.transition_many_tx(q, tx, chunk, lambda rec: _schedule_unblocked(q, rec))
-    if len(ready) > len(chunk):
-        return chunk[-1]
+    if not ready.last:
+        return True
     await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
     await tx.defer("delete_resolutions", [r["id"] for r in rows])
-    return None
+    return False
 
 
 async def _satisfy_tx(tx: Tx, rows: list[Row]) -> None:
@@ -214,14 +255,14 @@ async def _resolve_alone(q: Queue, row: Row) -> None:
     async with q.storage.transaction() as tx:
         await _satisfy_tx(tx, [row])
     failures: list[str] = []
-    after = ""
+    ready = _Ready([row])
     while True:
         async with q.storage.reader() as session:
-            chunk = await _unblocked(session, [row["task_id"]], after, DEPENDENTS_PER_TRANSACTION)
+            chunk = await ready.chunk(session, DEPENDENTS_PER_TRANSACTION)
         if not chunk:
             break
         failures += await _schedule_chunk(q, chunk)
-        after = chunk[-1]
+        ready.taken()
     if failures:
         raise DependentFailed(f"could not schedule dependent task {', '.join(failures)}")
     async with q.storage.transaction() as tx:

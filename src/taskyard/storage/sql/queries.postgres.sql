@@ -38,6 +38,13 @@ SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
   FROM json_to_recordset($1::json) AS v(message_id text, queue_name text, task_id text,
                                          run_id integer, inserted bigint, expires bigint)
 
+-- name: log_events
+-- Events the relay published at $1, in the order of the JSON list $2 of [exchange, routing_key, cc,
+-- body]: their ids count in that order.
+INSERT INTO event_log (published, exchange, routing_key, cc, body)
+SELECT $1::bigint, e ->> 0, e ->> 1, e ->> 2, e ->> 3
+  FROM json_array_elements($2::json) WITH ORDINALITY AS v(e, n) ORDER BY n
+
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
 -- body]; $2 is when.

@@ -168,9 +168,6 @@ SELECT task_queue_id, count(*) AS claimed
 SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) AS capped) AS depth,
        (SELECT created FROM outbox ORDER BY id LIMIT 1) AS oldest
 
--- name: log_event
-INSERT INTO event_log (published, exchange, routing_key, cc, body) VALUES ($1, $2, $3, $4, $5)
-
 -- name: logged_events
 -- The published events after id $1 up to id $2, oldest first, at most $3.
 SELECT id, exchange, routing_key, cc, body FROM event_log

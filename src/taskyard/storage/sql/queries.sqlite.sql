@@ -40,6 +40,12 @@ SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', valu
        value ->> 'inserted', value ->> 'expires', value ->> 'inserted', 0
   FROM json_each($1)
 
+-- name: log_events
+-- Events the relay published at $1, in the order of the JSON list $2 of [exchange, routing_key, cc,
+-- body]: their ids count in that order.
+INSERT INTO event_log (published, exchange, routing_key, cc, body)
+SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each($2) ORDER BY key
+
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
 -- body]; $2 is when.
