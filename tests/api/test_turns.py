@@ -46,6 +46,7 @@ async def test_a_request_that_waits_too_long_is_overloaded_and_takes_no_turn() -
     with pytest.raises(Overloaded) as refused:
         await late.take(0.01)
     assert refused.value.retry_after == 1
+    assert counts.refused == 1  # counted as shed, in /metrics
     assert "nothing was done" in refused.value.message
     late.give_back()  # not taken: nothing to give back
     assert (turns.running, counts.waiting) == (1, 0)

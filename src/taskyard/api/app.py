@@ -416,9 +416,11 @@ class App(Starlette):
         waits = WAIT_TIMEOUT.set(self.shedding.limits.db_wait_timeout) if kind == "request" else None
         turn = None
         if kind in ("request", "long_poll"):  # a stream would hold its turn as long as it lasts
-            scope[TURN_KEY] = turn = self.shedding.turns.turn()
             if kind == "long_poll":
+                scope[TURN_KEY] = turn = self.shedding.long_poll_turns.turn()
                 BEFORE_WAITING.set(turn.give_back)  # the request's own context: its task's
+            else:
+                scope[TURN_KEY] = turn = self.shedding.turns.turn()
         try:
             await self._timed(scope, receive, send)
         finally:

@@ -27,8 +27,10 @@ authenticated:
   503 would only come back sooner, with its checks to do again.
 
 Of the requests let in, at most `max_running` are worked on at once (`Turns`): an API call takes
-its turn once its body has arrived, before it is authenticated, and holds it until it is answered;
-a claimWork long poll hands its turn back when it begins to wait (`queue.signals.BEFORE_WAITING`).
+its turn once its body has arrived, before it is authenticated, and holds it until its answer is
+computed. claimWork long polls have as many turns of their own (2,000 arriving at once, each with
+its claim to try, would otherwise hold every other call up for seconds on PostgreSQL); one hands
+its turn back when it begins to wait (`queue.signals.BEFORE_WAITING`).
 The others wait for a turn in the order they came, costing the event loop nothing. Without it,
 every request in flight takes a step in each turn of the loop, so each turn lasts as long as a
 step of all of them, and a ping (a few steps) waits behind a few such turns: with 200 createTask
@@ -149,7 +151,10 @@ class Shedding:
     def __init__(self, limits: Limits, counts: Counts) -> None:
         self.limits = limits
         self.counts = counts
+        # claimWork has turns of its own: a burst of long polls arriving (each with its claim to
+        # try) must not hold up every other call behind it, nor these wait behind the others.
         self.turns = Turns(limits.max_running, counts)
+        self.long_poll_turns = Turns(limits.max_running, counts)
 
     def admit(self, kind: str) -> ASGIApp | None:
         """Count a request of `kind` (`kind_of()`) in: None, or the answer that turns it away."""
@@ -262,6 +267,7 @@ class Turn:
         if self._held:
             return
         if not await self._turns._take(timeout):
+            self._turns.counts.refused += 1
             raise Overloaded(
                 f"this server stayed busy with other requests for {timeout} s; "
                 "nothing was done: send the request again after Retry-After seconds"

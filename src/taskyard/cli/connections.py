@@ -27,9 +27,12 @@ import resource
 from collections.abc import Iterable
 from typing import Any, cast
 
+import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from taskyard.model import dates
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +129,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
                 return  # the app answers without waiting for the body: let it finish
             if not cycle.response_started:
                 cycle.response_started = True  # the app's own answer, if it tries one, is dropped
-                self.transport.write(_TIMEOUT_ANSWER)
+                self.transport.write(_timeout_answer())
             cycle.disconnected = True
             cycle.message_event.set()
         self.transport.close()
@@ -134,14 +137,25 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
 _EARLY = 0.001  # seconds a timer may fire before its time (the loop's clock is coarse)
 BODY_RATE = 64 * 1024  # bytes of a body that earn it one more second
-_TIMEOUT_BODY = (
-    b'{"code":"RequestTimeout","message":"the request body did not arrive in time; nothing was done",'
-    b'"requestInfo":{"method":"","params":{},"payload":{},"time":""}}'
-)
-_TIMEOUT_ANSWER = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-    b"content-length: %d\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY)
-)
+
+
+def _timeout_answer() -> bytes:
+    """The 408 for a request whose body did not arrive in time, in TaskCluster's error body (the
+    call is not known here: the route is the app's to find)."""
+    body = orjson.dumps(
+        {
+            "code": "RequestTimeout",
+            "message": "the request body did not arrive in time; nothing was done",
+            "requestInfo": {
+                "method": "",
+                "params": {},
+                "payload": {},
+                "time": dates.to_iso(dates.now_ms()),
+            },
+        }
+    )
+    head = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class _HeadWithBody:
