@@ -2,8 +2,8 @@
 
 For each backend (SQLite in a temporary data directory, PostgreSQL in a scratch database) it starts
 the server as lifecycle.py does and runs these scenarios, each for `--duration` seconds, while a
-separate client pings (`GET /api/queue/v1/ping`, one at a time, one connection) to measure how
-responsive the server stays:
+separate client (a process of its own) pings (`GET /api/queue/v1/ping`, one at a time, one
+connection) to measure how responsive the server stays:
 
 1. idle      `--idle` connections (1,000) opened and never sent a byte (slowloris): how many
              the server closed, and when.
@@ -11,6 +11,10 @@ responsive the server stays:
 3. create    `--creators` clients (200), each looping createTask. A createTask refused with 429 or
              503 waits its Retry-After and is sent again with the same taskId and body.
 4. all       the three at once.
+5. slowbody  `--slow-bodies` clients (300, beyond the default --max-in-flight) each sending a
+             createTask head, then its body a byte a second, and 2 s later the creators of 3.: how
+             the slow ones were answered (408 once --body-timeout passed) and when, and whether
+             the creators got through. Not in `all`; run it with --duration above --body-timeout.
 
 It prints, per scenario: ping p50/p99/max and failures, the status codes each kind of call got, and
 at the end whether every task a createTask answered 200 for exists (task status answers 200).
@@ -40,6 +44,7 @@ from lifecycle import (
     ROOT_CLIENT_ID,
     Api,
     Creds,
+    Profiler,
     RawSession,
     Server,
     kill_leftovers,
@@ -52,7 +57,9 @@ from lifecycle import (
     taskyard_command,
 )
 
-SCENARIOS = ("idle", "longpoll", "create", "all")
+SCENARIOS = ("idle", "longpoll", "create", "all", "slowbody")
+SLOW_BODY_BYTES = 2000  # what each slow body declares; one byte of it is sent per second
+SLOW_BODY_HEAD_START = 2.0  # seconds the slow bodies have before the creators start
 PING_EVERY = 0.05  # seconds between the pinger's requests
 PING_PATIENCE = 10.0  # a ping not answered within this is counted failed
 RETRY_WAIT = 1.0  # after a 429/503 (the server says Retry-After: 1; the raw client drops headers)
@@ -68,6 +75,8 @@ class Tally:
     idle_opened: int = 0
     idle_refused: int = 0
     idle_closed_at: list[float] = field(default_factory=list)
+    slow_answered: Counter[str] = field(default_factory=Counter)
+    slow_answered_at: list[float] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     missing: int = 0
     server_died: bool = False
@@ -76,21 +85,35 @@ class Tally:
         self.statuses.setdefault(kind, Counter())[str(status)] += 1
 
 
-async def pinger(api: Api, tally: Tally, stop: asyncio.Event) -> None:
-    session = RawSession(api)
-    url = api.root_url + "/api/queue/v1/ping"
-    while not stop.is_set():
+async def ping_for(root_url: str, seconds: float) -> None:
+    """The pinger's own process (`--ping-for`): ping for `seconds`, printing each ping's latency in
+    seconds, or `failed`. A process of its own, so that its pings wait for the server alone, not
+    behind the load generator's thousands of connections in the same event loop."""
+    session = RawSession(Api(root_url, "raw"))
+    url = root_url + "/api/queue/v1/ping"
+    give_up = now() + seconds
+    while now() < give_up:
         sent = now()
         try:
             status, _ = await asyncio.wait_for(session.send("GET", url, b"", {}), PING_PATIENCE)
         except (TimeoutError, OSError, asyncio.IncompleteReadError):
             status = 0
-        if status == 200:
-            tally.pings.append(now() - sent)
-        else:
-            tally.ping_failures += 1
+        print(f"{now() - sent:.6f}" if status == 200 else "failed", flush=True)
         await asyncio.sleep(PING_EVERY)
     await session.close()
+
+
+async def pinger(api: Api, tally: Tally, seconds: float) -> None:
+    """Run `ping_for` in a process of its own and count what it printed."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--ping-for", str(seconds), api.root_url, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await child.communicate()
+    for line in out.decode().split():
+        if line == "failed":
+            tally.ping_failures += 1
+        else:
+            tally.pings.append(float(line))
 
 
 async def idle_connection(api: Api, tally: Tally, opened_at: float) -> None:
@@ -107,6 +130,39 @@ async def idle_connection(api: Api, tally: Tally, opened_at: float) -> None:
             await reader.read(1)  # b"" once the server closes it
         tally.idle_closed_at.append(now() - opened_at)
     finally:
+        writer.close()
+
+
+async def slow_body(api: Api, tally: Tally, opened_at: float) -> None:
+    """Send a createTask head, then its body a byte a second: count how the server answers, and when."""
+    host, port = api.root_url.split("://", 1)[1].rsplit(":", 1)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 10)
+    except (TimeoutError, OSError):
+        tally.slow_answered["refused"] += 1
+        return
+    head = (
+        f"PUT /api/queue/v1/task/{slugid()} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {SLOW_BODY_BYTES}\r\n\r\n"
+    )
+    answer = asyncio.ensure_future(reader.readline())
+    try:
+        writer.write(head.encode())
+        for _ in range(SLOW_BODY_BYTES):
+            done, _ = await asyncio.wait({answer}, timeout=1.0)
+            if done:
+                break
+            writer.write(b" ")
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            line = await answer
+            status = line.split()[1].decode() if line.startswith(b"HTTP/") else "closed"
+            tally.slow_answered[status] += 1
+            tally.slow_answered_at.append(now() - opened_at)
+    except OSError:
+        tally.slow_answered["closed"] += 1
+        tally.slow_answered_at.append(now() - opened_at)
+    finally:
+        answer.cancel()
         writer.close()
 
 
@@ -132,8 +188,9 @@ async def long_poller(api: Api, root: Creds, tally: Tally, i: int, stop: asyncio
 
 
 async def creator(
-    api: Api, root: Creds, tally: Tally, definition: dict[str, Any], stop: asyncio.Event
+    api: Api, root: Creds, tally: Tally, definition: dict[str, Any], stop: asyncio.Event, delay: float = 0.0
 ) -> None:
+    await asyncio.sleep(delay)
     session = api.session()
     while not stop.is_set():
         task_id = slugid()
@@ -182,14 +239,17 @@ async def run_scenario(name: str, server: Server, token: str, args: argparse.Nam
         load += [asyncio.create_task(idle_connection(api, tally, started)) for _ in range(args.idle)]
     if name in ("longpoll", "all"):
         load += [asyncio.create_task(long_poller(api, root, tally, i, stop)) for i in range(args.long_polls)]
-    if name in ("create", "all"):
+    if name == "slowbody":
+        load += [asyncio.create_task(slow_body(api, tally, started)) for _ in range(args.slow_bodies)]
+    if name in ("create", "all", "slowbody"):
+        # After the slow bodies have taken their places in flight: do the creators get any?
+        delay = SLOW_BODY_HEAD_START if name == "slowbody" else 0.0
         load += [
-            asyncio.create_task(creator(api, root, tally, definition, stop)) for _ in range(args.creators)
+            asyncio.create_task(creator(api, root, tally, definition, stop, delay))
+            for _ in range(args.creators)
         ]
-    ping = asyncio.create_task(pinger(api, tally, stop))
-    await asyncio.sleep(args.duration)
+    await pinger(api, tally, args.duration)
     stop.set()
-    await ping
     for task in load:  # long polls and idle connections hang up; creators finish their call
         if not task.done():
             task.cancel()
@@ -216,6 +276,11 @@ def print_tally(backend: str, name: str, tally: Tally, args: argparse.Namespace)
             f"    idle connections opened {tally.idle_opened}, refused {tally.idle_refused},"
             f" closed by the server {len(closed)}{when}"
         )
+    if name == "slowbody":
+        at = tally.slow_answered_at
+        when = f", first at {min(at):.1f} s, last at {max(at):.1f} s" if at else ""
+        shown = ", ".join(f"{status}: {n}" for status, n in sorted(tally.slow_answered.items()))
+        print(f"    slow bodies      {shown or 'none answered'}{when}")
     for kind, counts in sorted(tally.statuses.items()):
         shown = ", ".join(f"{status}: {n}" for status, n in sorted(counts.items()))
         print(f"    {kind:<16} {shown}")
@@ -239,7 +304,11 @@ async def run_backend(name: str, args: argparse.Namespace) -> None:
                 await server.start()
                 print(f"  taskyard serve pid {server.pid} on {server.root_url} ({db_url or 'SQLite'})")
                 for scenario in args.scenarios:
-                    tally = await run_scenario(scenario, server, token, args)
+                    profiler = Profiler(args.profile, server.pid, f"{name}-{scenario}")
+                    try:
+                        tally = await run_scenario(scenario, server, token, args)
+                    finally:
+                        profiler.stop()
                     print_tally(name, scenario, tally, args)
                     if tally.server_died:
                         print(server.log_tail())
@@ -260,13 +329,17 @@ def raise_fd_limit() -> None:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backends", default="sqlite,postgres", help="comma-separated: sqlite,postgres")
-    p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated: " + ",".join(SCENARIOS))
+    p.add_argument(
+        "--scenarios", default=",".join(SCENARIOS[:4]), help="comma-separated: " + ",".join(SCENARIOS)
+    )
     p.add_argument("--duration", type=float, default=15.0, help="seconds each scenario lasts")
     p.add_argument("--idle", type=int, default=1000, help="connections that never send")
     p.add_argument("--long-polls", type=int, default=2000, help="concurrent claimWork long polls")
     p.add_argument("--creators", type=int, default=200, help="concurrent createTask callers")
+    p.add_argument("--slow-bodies", type=int, default=300, help="clients sending a body a byte a second")
     p.add_argument("--serve-args", default="", help="more arguments for `taskyard serve`")
     p.add_argument("--taskyard", default="", help="command that runs taskyard (default: this venv's)")
+    p.add_argument("--profile", type=Path, default=None, help="record the server with py-spy into this dir")
     args = p.parse_args(argv)
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     unknown = set(args.scenarios) - set(SCENARIOS)
@@ -276,6 +349,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--ping-for"]:  # the pinger's own process: `--ping-for SECONDS ROOT_URL`
+        asyncio.run(ping_for(argv[2], float(argv[1])))
+        return 0
     args = parse_args(argv)
     raise_fd_limit()  # this process holds every connection of the load: thousands
     try:

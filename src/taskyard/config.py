@@ -58,7 +58,10 @@ class ServerConfig:
     max_in_flight: int = 256  # requests at once, long polls, streams and ping aside (more: 503)
     max_long_polls: int = 4000  # claimWork long polls at once (more: answered at once, no task)
     db_wait_timeout: float = 5.0  # seconds a request waits for a database connection (then 503)
+    max_running: int = 16  # API calls worked on at once; the others in flight wait their turn
+    max_streams: int = 1000  # event and live-log streams at once (more: 503)
     head_timeout: float = 10.0  # seconds a connection may take to send a request's head
+    body_timeout: float = 30.0  # seconds a request's body may take, plus one per 64 KiB of it
     keep_alive_timeout: int = 5  # seconds an idle kept-alive connection stays open
 
     @property

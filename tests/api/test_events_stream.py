@@ -24,8 +24,9 @@ import orjson
 import pytest
 import uvicorn
 
-from taskyard.api import events_v1
-from taskyard.api.app import Services, build_app
+from taskyard.api import events_v1, streams
+from taskyard.api.app import App, Services, build_app
+from taskyard.api.shedding import Limits
 from taskyard.auth.service import Auth
 from taskyard.events import log as event_log
 from taskyard.events import outbox
@@ -54,6 +55,7 @@ class Served:
     relay: OutboxRelay
     storage: Storage
     clock: FakeClock
+    app: App
 
     async def publish(self) -> None:
         """Relay every committed event, and let the feed hand them to the streams."""
@@ -79,7 +81,7 @@ async def served(queue: Queue, auth: Auth, storage: Storage, clock: FakeClock) -
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     await until(lambda: server.started)
-    yield Served(f"http://127.0.0.1:{port}", feed, relay, storage, clock)
+    yield Served(f"http://127.0.0.1:{port}", feed, relay, storage, clock, app)
     feed.end_streams()
     server.should_exit = True
     await serving
@@ -421,3 +423,71 @@ async def test_metrics_count_the_streams_served(served: Served) -> None:
     async with following(served.stream_url(f"{TC}task-defined:#"), ROOT):
         await until(lambda: served.feed.followers == 1)
         assert await subscribers() == "taskyard_event_stream_subscribers 1.0"
+
+
+async def test_streams_beyond_the_bound_get_503_with_retry_after(served: Served) -> None:
+    served.app.shedding.limits = Limits(max_streams=1)
+    url = served.stream_url(f"{TC}task-defined:#")
+    async with following(url, ROOT):
+        refused = await get(url, ROOT)
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "5"
+        assert refused.json()["code"] == "ServiceUnavailable"
+        assert "streams" in refused.json()["message"]
+        async with httpx.AsyncClient() as client:  # other requests are not streams: answered
+            assert (await client.get(f"{served.url}/api/events/v1/ping")).status_code == 200
+    async with following(url, ROOT) as again:  # the one that ended left room for another
+        await served.publish()
+        assert again.response.status_code == 200
+
+
+async def test_a_dropped_client_that_reads_again_is_told_and_the_stream_ends(
+    served: Served, storage: Storage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streams, "FAREWELL_SECONDS", 60.0)  # however slowly this test reads again
+    url = served.stream_url(f"{TC}task-defined:#")
+    with contextlib.closing(await stuck_client(url)) as stuck:
+        await until(lambda: served.feed.followers == 1)
+        big = {"status": {"taskId": "x"}, "padding": "x" * 50_000}
+        for round_ in range(400):  # up to 20 MB: far beyond every socket buffer on the way
+            async with storage.transaction() as tx:
+                await outbox.append_tx(
+                    tx, [Message("task-defined", f"k{round_}", big, [])], now=served.clock()
+                )
+            await served.publish()
+            if served.feed.dropped:
+                break
+        assert served.feed.dropped == 1
+        received = bytearray()
+        loop = asyncio.get_running_loop()
+        while not received.endswith(b"\r\n0\r\n\r\n"):  # the end of a chunked response
+            data = await asyncio.wait_for(loop.sock_recv(stuck, 1 << 16), 30)
+            assert data, f"closed before the end of the response: {bytes(received[-300:])!r}"
+            received += data
+    farewell = bytes(received[-1000:])
+    assert b"event: dropped\ndata: " in farewell
+    assert b"Last-Event-ID" in farewell
+
+
+async def test_a_client_that_takes_nothing_for_a_while_is_given_up_on(
+    served: Served, storage: Storage, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(streams, "SEND_TIMEOUT", 0.2)
+    url = served.stream_url(f"{TC}task-defined:#")
+    big = {"status": {"taskId": "x"}, "padding": "x" * 500_000}
+    with (
+        contextlib.closing(await stuck_client(url)),
+        caplog.at_level(logging.WARNING, "taskyard.api.streams"),
+    ):
+        await until(lambda: served.feed.followers == 1)
+        # 8 MB, beyond the socket buffers on the way, in fewer events than the feed's buffer holds:
+        # the stream is not dropped for its buffer, but for a send that waits too long.
+        for round_ in range(served.feed.buffer - 4):
+            async with storage.transaction() as tx:
+                await outbox.append_tx(
+                    tx, [Message("task-defined", f"k{round_}", big, [])], now=served.clock()
+                )
+            await served.publish()
+        await until(lambda: served.feed.followers == 0)
+    assert served.feed.dropped == 0
+    assert "gave up on a stream: its client took no data" in caplog.text

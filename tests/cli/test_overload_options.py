@@ -25,10 +25,14 @@ def test_the_bounds_have_defaults_flags_and_variables(tmp_path: Path) -> None:
     defaults = config(tmp_path, [])
     assert (defaults.max_in_flight, defaults.max_long_polls) == (256, 4000)
     assert (defaults.db_wait_timeout, defaults.head_timeout, defaults.keep_alive_timeout) == (5.0, 10.0, 5)
+    assert (defaults.max_running, defaults.max_streams, defaults.body_timeout) == (16, 1000, 30.0)
     environ = {"TASKYARD_MAX_IN_FLIGHT": "32", "TASKYARD_HEAD_TIMEOUT": "2.5"}
     chosen = config(tmp_path, ["--max-long-polls", "0", "--db-wait-timeout", "1"], environ)
     assert (chosen.max_in_flight, chosen.max_long_polls, chosen.head_timeout) == (32, 0, 2.5)
     assert chosen.db_wait_timeout == 1.0
+    environ = {"TASKYARD_MAX_RUNNING": "4", "TASKYARD_BODY_TIMEOUT": "7.5"}
+    chosen = config(tmp_path, ["--max-streams", "0"], environ)
+    assert (chosen.max_running, chosen.max_streams, chosen.body_timeout) == (4, 0, 7.5)
 
 
 @pytest.mark.parametrize(
@@ -40,6 +44,9 @@ def test_the_bounds_have_defaults_flags_and_variables(tmp_path: Path) -> None:
         (["--head-timeout", "-1"], "head-timeout"),
         (["--keep-alive-timeout", "0"], "keep-alive-timeout"),
         (["--head-timeout", "86400"], "head-timeout"),
+        (["--max-running", "-1"], "max-running"),
+        (["--max-streams", "-1"], "max-streams"),
+        (["--body-timeout", "0"], "body-timeout"),
     ],
 )
 def test_bad_bounds_are_refused_naming_the_flag(tmp_path: Path, argv: list[str], named: str) -> None:

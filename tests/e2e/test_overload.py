@@ -11,7 +11,9 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
+import orjson
 import pytest
 import requests
 
@@ -149,3 +151,64 @@ def test_nothing_answered_200_is_lost_when_creates_are_shed(tight: Server, tq: s
     queue = tight.client()
     for task_id in created:
         assert queue.status(task_id)["status"]["taskId"] == task_id
+
+
+@pytest.fixture
+def impatient(db_url: str, tmp_path: Path) -> Iterator[Server]:
+    """A server taking 2 requests in flight, working on 1 at a time, and giving a body 0.5 s (its
+    own database: a SQLite file serves one server at a time, and `tight` has the module's)."""
+    args = ["--max-in-flight", "2", "--max-running", "1", "--body-timeout", "0.5"]
+    # A long poll waits long enough for the test's createTask, however slow the machine.
+    running = start_server(db_url, tmp_path, name="impatient", extra_args=args, claim_work_timeout=60)
+    yield running
+    running.stop()
+
+
+def test_a_body_that_does_not_arrive_is_answered_408_and_frees_its_slot(impatient: Server) -> None:
+    """A client that sends its head and then its body a byte at a time (or never) holds a request
+    in flight only until the body timeout: then it is answered 408 and hung up on."""
+    held = [held_request(impatient, "PUT", f"/api/queue/v1/task/{helpers.slug()}") for _ in range(2)]
+    try:
+        for sock in held:
+            sock.sendall(b" ")  # a byte of the body: a trickle, not the body
+        for sock in held:
+            answer = sock.makefile("rb").read()  # up to the server's close
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 408 "), answer[:200]
+            assert b"connection: close" in head.lower()
+            assert orjson.loads(body)["code"] == "RequestTimeout"
+    finally:
+        for sock in held:
+            sock.close()
+    # The slots they held are free: requests are answered again (403: anonymous callers may not read).
+    url = f"{impatient.api}/task/{helpers.slug()}/status"
+    helpers.wait_for(lambda: requests.get(url, timeout=HANG_GUARD).status_code == 403, what="a 403 again")
+    assert ping(impatient).status_code == 200
+
+
+def test_a_body_that_arrives_is_answered_as_ever(impatient: Server, tq: str) -> None:
+    task_id = helpers.create(impatient.client(), tq)
+    assert impatient.client().status(task_id)["status"]["state"] == "pending"
+
+
+def test_a_waiting_long_poll_hands_back_its_turn(impatient: Server, tq: str) -> None:
+    """With one request worked on at a time, a claimWork waiting for work takes none: a createTask
+    sent meanwhile is answered, and the waiting worker gets that task."""
+    claimed: list[requests.Response] = []
+    waiting = threading.Thread(
+        target=lambda: claimed.append(
+            helpers.signed("POST", f"{impatient.api}/claim-work/{tq}", WORKER, impatient.credentials)
+        )
+    )
+    waiting.start()
+    try:
+        helpers.wait_for(
+            lambda: requests.get(f"{impatient.root_url}/metrics", timeout=HANG_GUARD).text.count(
+                "\ntaskyard_long_polls 1.0"
+            ),
+            what="the long poll waiting",
+        )
+        task_id = helpers.create(impatient.client(), tq)
+    finally:
+        waiting.join(HANG_GUARD)
+    assert [claim["status"]["taskId"] for claim in claimed[0].json()["tasks"]] == [task_id]

@@ -61,6 +61,7 @@ from taskyard.model.errors import (
     TaskyardError,
 )
 from taskyard.queue.service import Queue
+from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage.port import WAIT_TIMEOUT
 from taskyard.ui import app as ui_app
@@ -183,6 +184,7 @@ def request_headers(scope: Scope) -> dict[str, str]:
 
 
 _HEADERS_KEY = "taskyard.headers"
+TURN_KEY = "taskyard.turn"  # the request's `shedding.Turn`, put in the scope by `App`
 
 
 def hawk_request(scope: Scope, raw: bytes) -> hawk.Request:
@@ -286,6 +288,9 @@ class Endpoint:
         check_params(params)
         _check_path(scope["path"], params)
         raw = await receive_body(scope, receive, services.max_body_bytes)
+        turn: shedding.Turn | None = scope.get(TURN_KEY)
+        if turn is not None:  # the front's (App's): wait for the turn to be worked on, the body in
+            await turn.take(None if route.long_poll else WAIT_TIMEOUT.get())
         body = parse_json(raw, route)
         describe_call(scope, CallInfo(route.name, params, body, echo_payload(route, params)))
         signed = hawk_request(scope, raw)
@@ -409,9 +414,18 @@ class App(Starlette):
             await refusal(scope, receive, send)
             return
         waits = WAIT_TIMEOUT.set(self.shedding.limits.db_wait_timeout) if kind == "request" else None
+        turn = None
+        if kind in ("request", "long_poll"):  # a stream would hold its turn as long as it lasts
+            if kind == "long_poll":
+                scope[TURN_KEY] = turn = self.shedding.long_poll_turns.turn()
+                BEFORE_WAITING.set(turn.give_back)  # the request's own context: its task's
+            else:
+                scope[TURN_KEY] = turn = self.shedding.turns.turn()
         try:
             await self._timed(scope, receive, send)
         finally:
+            if turn is not None:
+                turn.give_back()
             if waits is not None:
                 WAIT_TIMEOUT.reset(waits)
             self.shedding.leave(kind)
@@ -425,6 +439,10 @@ class App(Starlette):
                     answer = await point.answer(scope, receive, scope["path_params"])
                 except TaskyardError as error:
                     answer = render_for(error, scope)
+                finally:
+                    turn: shedding.Turn | None = scope.get(TURN_KEY)
+                    if turn is not None:  # the work is done: sending the answer takes no turn
+                        turn.give_back()
                 status = answer.status_code
                 await answer(scope, receive, send)
             else:

@@ -28,6 +28,14 @@ RETRY_MS = 2000  # how long a browser waits before reconnecting
 QUERY_KEYS = ("binding", "lastEventId", "bewit")
 HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy may hold events back
 MEDIA_TYPE = "text/event-stream"
+# Sent to a stream the server gives up on (its client did not keep up, or the server is stopping).
+FAREWELL = b"event: dropped\ndata: %s\n\n" % orjson.dumps(
+    {
+        "message": "the server ended this stream: its client did not read its events fast enough, "
+        "or the server is stopping; reconnect with the last event id received (Last-Event-ID) "
+        "to go on without a gap"
+    }
+)
 SCOPES = {"AllOf": [{"for": "exchange", "in": "exchanges", "each": "events:stream:<exchange>"}]}
 
 
@@ -110,7 +118,7 @@ async def stream(call: Call) -> Stream:
     call.authorize(exchanges=sorted({exchange for exchange, _ in bindings}))
     follower = feed.follow(bindings)
     chunks = _events(feed, follower, after)
-    return Stream(chunks, MEDIA_TYPE, follower.dropped, dict(HEADERS), lambda: feed.leave(follower))
+    return Stream(chunks, MEDIA_TYPE, follower.dropped, dict(HEADERS), lambda: feed.leave(follower), FAREWELL)
 
 
 async def _events(feed: EventFeed, follower: Follower, after: Position | None) -> AsyncIterator[bytes]:

@@ -13,10 +13,11 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route as StarletteRoute
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, describe
 from taskyard.api.routing import check_params
+from taskyard.api.streams import send_in_time
 from taskyard.model import digits
 from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import livelogs
@@ -30,6 +31,7 @@ HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy m
 class FollowingResponse(StreamingResponse):
     """Streams the log, setting `gone` when the client disconnects so the follower stops waiting.
 
+    A chunk the client takes no room for within `streams.SEND_TIMEOUT` seconds ends the stream.
     Under ASGI 2.4 servers (uvicorn), Starlette's own streaming notices a disconnect only when a
     send fails, and an idle follower sends nothing; cancelling the stream instead, as it does
     under older servers, could interrupt it in the middle of a query.
@@ -42,10 +44,16 @@ class FollowingResponse(StreamingResponse):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         watcher = asyncio.create_task(_watch_disconnect(receive, self.gone))
+
+        async def send_chunk(message: Message) -> None:
+            await send_in_time(send, message)
+
         try:
-            await self.stream_response(send)
+            await self.stream_response(send_chunk)
         except OSError:
-            pass  # the client went away while we sent (ASGI 2.4 servers say so this way)
+            # The client went away while we sent (ASGI 2.4 servers say so this way), or took
+            # nothing for SEND_TIMEOUT s (TimeoutError): the connection is closed unfinished.
+            pass
         finally:
             watcher.cancel()
             await self._chunks.aclose()

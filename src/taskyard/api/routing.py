@@ -108,6 +108,7 @@ class Stream:
     stop: asyncio.Event
     headers: dict[str, str] = field(default_factory=dict)
     closed: Callable[[], None] = lambda: None  # called once the answer is over, however it ended
+    farewell: bytes = b""  # sent, if the client takes it, when the stream is given up on (`stop`)
 
 
 Answer = Body | Sequence[Body] | Reply | Stream

@@ -6,7 +6,10 @@ authenticated:
 
 - ping and the heartbeats (`GET /api/<service>/v1/ping`, `__heartbeat__`, `__lbheartbeat__`):
   never counted, never refused, so a health check answers as long as the process is alive;
-- streams (the live-log stream and the event stream): long-lived by design, not counted here;
+- streams (the live-log stream, the event stream, the UI's live updates): long-lived by design; at most
+  `max_streams` at once, one beyond that answered 503 `ServiceUnavailable` with `Retry-After`
+  (`StreamsFull`). Each holds a connection, a task and its buffers for as long as its client
+  follows; what a slow client may make one hold is bounded by the stream itself (`api/streams.py`);
 - claimWork: a long poll. At most `max_long_polls` wait at once; one beyond that is answered at
   once `200 {"tasks": []}`, which TaskCluster's claimWork may always answer, and which every worker
   already handles (taskyard's waits a second before it asks again). A 429 or 503 would instead be
@@ -23,12 +26,26 @@ authenticated:
   never begun. A long poll waits as long as it takes: it is a wait by design, and a worker told
   503 would only come back sooner, with its checks to do again.
 
+Of the requests let in, at most `max_running` are worked on at once (`Turns`): an API call takes
+its turn once its body has arrived, before it is authenticated, and holds it until its answer is
+computed. claimWork long polls have as many turns of their own (2,000 arriving at once, each with
+its claim to try, would otherwise hold every other call up for seconds on PostgreSQL); one hands
+its turn back when it begins to wait (`queue.signals.BEFORE_WAITING`).
+The others wait for a turn in the order they came, costing the event loop nothing. Without it,
+every request in flight takes a step in each turn of the loop, so each turn lasts as long as a
+step of all of them, and a ping (a few steps) waits behind a few such turns: with 200 createTask
+callers that was 0.3 to 0.5 s, and the arrival of 2,000 long polls at once several seconds. A
+request that waits longer than `db_wait_timeout` for its turn is answered 503 `Retry-After: 1`
+(`Overloaded`), nothing of it done; a long poll waits as long as it takes.
+
 The bounds are per process (`serve --processes N` takes N times as many).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,7 +59,7 @@ from taskyard.model.errors import Unavailable
 
 _PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
-_STREAMS = ("/api/queue/v1/_livelog/", "/api/events/v1/stream")
+_STREAMS = ("/api/queue/v1/_livelog/", "/api/events/v1/stream", "/ui/live/")
 _EMPTY_CLAIM = orjson.dumps({"tasks": []})
 
 
@@ -52,13 +69,21 @@ class Overloaded(Unavailable):
     retry_after = 1
 
 
+class StreamsFull(Unavailable):
+    """This process serves as many streams as it takes at once; try again in a few seconds."""
+
+    retry_after = 5
+
+
 @dataclass(frozen=True)
 class Limits:
     """How much one API process takes at once; 0 means no bound."""
 
     max_in_flight: int = 256
     max_long_polls: int = 4000
-    db_wait_timeout: float | None = 5.0  # seconds a request waits for a database connection
+    db_wait_timeout: float | None = 5.0  # seconds a request waits for a database connection, or a turn
+    max_running: int = 16  # requests worked on at once; the rest of those let in wait their turn
+    max_streams: int = 1000  # event and live-log streams at once
 
 
 @dataclass
@@ -67,6 +92,8 @@ class Counts:
 
     in_flight: int = 0
     long_polls: int = 0
+    streams: int = 0
+    waiting: int = 0  # requests let in, waiting for their turn (`Turns`)
     refused: int = 0
     emptied: int = 0  # claimWork answered at once with no task
 
@@ -98,6 +125,14 @@ class CountsCollector(Collector):
         yield GaugeMetricFamily(
             "taskyard_long_polls", "claimWork long polls this process holds.", c.long_polls
         )
+        yield GaugeMetricFamily(
+            "taskyard_streams", "Event and live-log streams this process serves.", c.streams
+        )
+        yield GaugeMetricFamily(
+            "taskyard_requests_waiting",
+            "Requests (and long polls) let in and waiting for their turn to be worked on.",
+            c.waiting,
+        )
         shed = CounterMetricFamily(
             "taskyard_requests_shed",
             "Requests this process shed: refused 503, or claimWork answered at once with no task (no_task).",
@@ -116,6 +151,10 @@ class Shedding:
     def __init__(self, limits: Limits, counts: Counts) -> None:
         self.limits = limits
         self.counts = counts
+        # claimWork has turns of its own: a burst of long polls arriving (each with its claim to
+        # try) must not hold up every other call behind it, nor these wait behind the others.
+        self.turns = Turns(limits.max_running, counts)
+        self.long_poll_turns = Turns(limits.max_running, counts)
 
     def admit(self, kind: str) -> ASGIApp | None:
         """Count a request of `kind` (`kind_of()`) in: None, or the answer that turns it away."""
@@ -136,6 +175,16 @@ class Shedding:
                 counts.emptied += 1
                 return _answer_empty
             counts.long_polls += 1
+        elif kind == "stream":
+            bound = self.limits.max_streams
+            if bound and counts.streams >= bound:
+                counts.refused += 1
+                full = StreamsFull(
+                    f"this server serves {counts.streams} streams, the most it takes at once; "
+                    "open the stream again after Retry-After seconds"
+                )
+                return render(full, CallInfo(""))
+            counts.streams += 1
         return None
 
     def leave(self, kind: str) -> None:
@@ -144,9 +193,88 @@ class Shedding:
             self.counts.in_flight -= 1
         elif kind == "long_poll":
             self.counts.long_polls -= 1
+        elif kind == "stream":
+            self.counts.streams -= 1
 
 
 async def _answer_empty(scope: Scope, receive: Receive, send: Send) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(_EMPTY_CLAIM)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": _EMPTY_CLAIM})
+
+
+class Turns:
+    """At most `bound` requests worked on at once (0: no bound); the others wait in the order they
+    asked (see the module's docstring). A turn is a `Turn`, given back once."""
+
+    def __init__(self, bound: int, counts: Counts) -> None:
+        self.bound = bound
+        self.counts = counts
+        self.running = 0
+        self._queue: deque[asyncio.Future[None]] = deque()
+
+    def turn(self) -> Turn:
+        return Turn(self)
+
+    async def _take(self, timeout: float | None) -> bool:
+        """Wait for a turn, at most `timeout` seconds (None: as long as it takes); False if none came."""
+        if not self.bound or (self.running < self.bound and not self._queue):
+            self.running += 1
+            return True
+        given: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append(given)
+        self.counts.waiting += 1
+        try:
+            if timeout is None:
+                await given
+            else:
+                async with asyncio.timeout(timeout):
+                    await given
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if given.done() and not given.cancelled():  # the turn came as the wait ended: pass it on
+                self._give_back()
+            else:
+                given.cancel()  # left in the queue; `_give_back` skips it
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return False
+        finally:
+            self.counts.waiting -= 1
+        return True
+
+    def _give_back(self) -> None:
+        """A turn is over: the first request still waiting takes it, else there is one more free."""
+        while self._queue:
+            waiter = self._queue.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self.running -= 1
+
+
+class Turn:
+    """One request's turn: `take()` it (waiting if need be), `give_back()` once done; giving back
+    a turn not taken, or twice, does nothing."""
+
+    __slots__ = ("_held", "_turns")
+
+    def __init__(self, turns: Turns) -> None:
+        self._turns = turns
+        self._held = False
+
+    async def take(self, timeout: float | None) -> None:
+        """Wait for the turn; `Overloaded` (503) if it takes over `timeout` seconds."""
+        if self._held:
+            return
+        if not await self._turns._take(timeout):
+            self._turns.counts.refused += 1
+            raise Overloaded(
+                f"this server stayed busy with other requests for {timeout} s; "
+                "nothing was done: send the request again after Retry-After seconds"
+            )
+        self._held = True
+
+    def give_back(self) -> None:
+        if self._held:
+            self._held = False
+            self._turns._give_back()

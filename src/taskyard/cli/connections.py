@@ -7,7 +7,11 @@ request head that arrives a byte at a time: a client that opens connections and 
 `HeadTimeoutProtocol` is uvicorn's httptools protocol (the C parser: the pure-Python h11 one costs
 a good share of the server's CPU) with one more timer: from the moment a connection opens, or a new
 request head begins, the whole head must arrive within `head_timeout` seconds, or the connection is
-closed without an answer.
+closed without an answer. The body, if any, must then arrive within `body_timeout` seconds, plus
+one for each `BODY_RATE` bytes of it (a large upload at a fair pace is not cut short), or the
+request is answered 408 `RequestTimeout` and the connection closed: the app, which was waiting for
+the body, sees the client gone, so a client that sends a head and then its body a byte at a time
+(or never) holds a request in flight only that long.
 
 It also sends a response's head with its body: uvicorn writes the status line and headers, then
 the body, each a send() of its own, and on loopback a send() does the receiving side's work too
@@ -23,27 +27,33 @@ import resource
 from collections.abc import Iterable
 from typing import Any, cast
 
+import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from taskyard.model import dates
 
 log = logging.getLogger(__name__)
 
 
 class HeadTimeoutProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, closing a connection whose request head takes too long to
-    arrive. `head_timeout` is set on a subclass (`with_head_timeout`): uvicorn builds protocols.
+    """uvicorn's httptools protocol, closing a connection whose request head, or body, takes too
+    long to arrive. `head_timeout` and `body_timeout` are set on a subclass (`with_head_timeout`):
+    uvicorn builds protocols.
 
-    A head's beginning only notes when it is due; one timer per connection, armed when none is
-    pending, checks it when it fires and, if a later head is due by then, waits for that one. A
-    kept-alive connection's requests thus cost no timer each (a timer armed and cancelled per
-    request was a noticeable share of the server's CPU)."""
+    A head's beginning, and its end, only note when the head, then the body, is due; one timer per
+    connection, armed when none is pending, checks it when it fires and, if a later one is due by
+    then, waits for that one. A kept-alive connection's requests thus cost no timer each (a timer
+    armed and cancelled per request was a noticeable share of the server's CPU)."""
 
     head_timeout = 10.0
+    body_timeout = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._head_due: float | None = None  # when the head being received must be whole
+        self._head_due: float | None = None  # when the head, or body, being received must be whole
+        self._in_body = False  # the head has come: `_head_due` is the body's
         self._head_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -56,8 +66,26 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
             self._head_begun()
 
     def on_headers_complete(self) -> None:
-        self._head_due = None  # the head arrived: the request is the app's now
+        # The head arrived: the request is the app's now, and its body (if any; a request without
+        # one is complete at once, in this same call) is due in `body_timeout`.
+        self._in_body = True
+        self._head_due = due = self.loop.time() + self.body_timeout
+        timer = self._head_timer
+        if timer is None or timer.when() > due + _EARLY:  # a short body timeout: check it sooner
+            if timer is not None:
+                timer.cancel()
+            self._head_timer = self.loop.call_at(due, self._head_check)
         super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if self._head_due is not None:
+            self._head_due += len(body) / BODY_RATE
+        super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        self._head_due = None  # the whole request arrived
+        self._in_body = False
+        super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_due = None
@@ -67,6 +95,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def _head_begun(self) -> None:
+        self._in_body = False
         self._head_due = due = self.loop.time() + self.head_timeout
         if self._head_timer is None:
             self._head_timer = self.loop.call_at(due, self._head_check)
@@ -80,13 +109,53 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
             self._head_timer = self.loop.call_at(due, self._head_check)
             return
         self._head_due = None
+        if self._in_body:
+            self._body_late()
+            return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a request is being answered
         if not self.transport.is_closing():
             self.transport.close()
 
+    def _body_late(self) -> None:
+        """The body did not come in time: answer 408 unless the app began its answer without it,
+        tell the app the client is gone, and close the connection."""
+        self._in_body = False
+        cycle = self.cycle
+        if self.transport.is_closing():
+            return
+        if cycle is not None:
+            if cycle.response_started and not cycle.response_complete:
+                return  # the app answers without waiting for the body: let it finish
+            if not cycle.response_started:
+                cycle.response_started = True  # the app's own answer, if it tries one, is dropped
+                self.transport.write(_timeout_answer())
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self.transport.close()
+
 
 _EARLY = 0.001  # seconds a timer may fire before its time (the loop's clock is coarse)
+BODY_RATE = 64 * 1024  # bytes of a body that earn it one more second
+
+
+def _timeout_answer() -> bytes:
+    """The 408 for a request whose body did not arrive in time, in TaskCluster's error body (the
+    call is not known here: the route is the app's to find)."""
+    body = orjson.dumps(
+        {
+            "code": "RequestTimeout",
+            "message": "the request body did not arrive in time; nothing was done",
+            "requestInfo": {
+                "method": "",
+                "params": {},
+                "payload": {},
+                "time": dates.to_iso(dates.now_ms()),
+            },
+        }
+    )
+    head = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
 
 
 class _HeadWithBody:
@@ -134,9 +203,11 @@ class _HeadWithBody:
         return getattr(self._transport, name)
 
 
-def with_head_timeout(seconds: float) -> type[HeadTimeoutProtocol]:
-    """The protocol class to give uvicorn, closing connections whose head takes over `seconds`."""
-    return type("HeadTimeoutProtocol", (HeadTimeoutProtocol,), {"head_timeout": seconds})
+def with_head_timeout(seconds: float, body_seconds: float = 30.0) -> type[HeadTimeoutProtocol]:
+    """The protocol class to give uvicorn, closing connections whose head takes over `seconds`,
+    or whose body takes over `body_seconds` (plus its allowance for size)."""
+    attributes = {"head_timeout": seconds, "body_timeout": body_seconds}
+    return type("HeadTimeoutProtocol", (HeadTimeoutProtocol,), attributes)
 
 
 def raise_open_files_limit() -> int:

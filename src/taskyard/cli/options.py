@@ -163,6 +163,21 @@ def add_overload_options(parser: argparse.ArgumentParser) -> None:
     )
     add(
         parser,
+        "--max-running",
+        help="API calls one process works on at once; the others let in wait their turn in arrival "
+        "order (0: no bound)",
+        default=ServerConfig.max_running,
+        type=int,
+    )
+    add(
+        parser,
+        "--max-streams",
+        help="event and live-log streams one process serves at once; more get 503 (0: no bound)",
+        default=ServerConfig.max_streams,
+        type=int,
+    )
+    add(
+        parser,
         "--db-wait-timeout",
         help="seconds a request waits for a database connection before it is answered 503",
         default=ServerConfig.db_wait_timeout,
@@ -173,6 +188,14 @@ def add_overload_options(parser: argparse.ArgumentParser) -> None:
         "--head-timeout",
         help="seconds a client has to send a request's head (line and headers) before it is hung up on",
         default=ServerConfig.head_timeout,
+        type=float,
+    )
+    add(
+        parser,
+        "--body-timeout",
+        help="seconds a client has to send a request's body, plus one per 64 KiB of it, before it is "
+        "answered 408 and hung up on",
+        default=ServerConfig.body_timeout,
         type=float,
     )
     add(
@@ -286,15 +309,18 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         max_long_polls=values["max_long_polls"],
         db_wait_timeout=values["db_wait_timeout"],
         head_timeout=values["head_timeout"],
+        max_running=values["max_running"],
+        max_streams=values["max_streams"],
+        body_timeout=values["body_timeout"],
         keep_alive_timeout=values["keep_alive_timeout"],
     )
 
 
 def check_overload(values: Mapping[str, Any]) -> None:
-    for name in ("max_in_flight", "max_long_polls"):
+    for name in ("max_in_flight", "max_long_polls", "max_running", "max_streams"):
         if values[name] < 0:
             raise ConfigError(name.replace("_", "-"), values[name], "must be 0 (no bound) or more")
-    for name in ("db_wait_timeout", "head_timeout", "keep_alive_timeout"):
+    for name in ("db_wait_timeout", "head_timeout", "body_timeout", "keep_alive_timeout"):
         if not 0 < values[name] <= 3600:
             raise ConfigError(
                 name.replace("_", "-"), values[name], "must be above 0 and at most 3600 seconds"

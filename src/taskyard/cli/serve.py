@@ -109,7 +109,13 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
             events=feed,
-            limits=Limits(config.max_in_flight, config.max_long_polls, config.db_wait_timeout),
+            limits=Limits(
+                config.max_in_flight,
+                config.max_long_polls,
+                config.db_wait_timeout,
+                max_running=config.max_running,
+                max_streams=config.max_streams,
+            ),
         )
         app = build_app(services)
         loops = [
@@ -233,7 +239,8 @@ async def serve(
             log_level="warning",
             access_log=False,
             lifespan="off",  # the deployment is open before the server starts
-            http=with_head_timeout(config.head_timeout),  # httptools, hanging up on slow request heads
+            # httptools, hanging up on slow request heads and bodies
+            http=with_head_timeout(config.head_timeout, config.body_timeout),
             timeout_keep_alive=config.keep_alive_timeout,
             # The app applies X-Forwarded-Proto/-For itself, for the hosts uvicorn would trust
             # (FORWARDED_ALLOW_IPS, else 127.0.0.1 and ::1), and only when a request carries one.

@@ -13,7 +13,7 @@ from taskyard.model.guard import Guard
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import ReasonResolved, ResolvedState, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import TaskDefinition
-from taskyard.queue import poll, service, workers
+from taskyard.queue import poll, service, signals, workers
 from taskyard.queue.service import Queue
 from taskyard.queue.tasks import check_task_id
 from taskyard.storage.port import Row, Tx, run_in_transaction
@@ -100,6 +100,7 @@ async def claim_work(
                 claims = await claim_pending(q, task_queue_id, worker, count)
             except workers.Quarantined:
                 waiter.pass_on()
+                signals.before_waiting()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(gone.wait(), q.config.claim_work_timeout)
                 return []

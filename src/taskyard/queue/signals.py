@@ -13,7 +13,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+# Called (if set) as a claimWork long poll begins to wait: the API hands back the request's turn
+# to be worked on, since waiting takes none (api/shedding.py). Set per request, in its context.
+BEFORE_WAITING: ContextVar[Callable[[], None] | None] = ContextVar("taskyard_before_waiting", default=None)
+
+
+def before_waiting() -> None:
+    """Tell the caller's API request that it waits now, doing no work until woken."""
+    hand_back = BEFORE_WAITING.get()
+    if hand_back is not None:
+        hand_back()
 
 
 class Waiter:
@@ -25,6 +37,7 @@ class Waiter:
 
     async def wait(self, timeout: float, gone: asyncio.Event) -> bool:
         """Wait up to `timeout` seconds, or until `gone` is set; True if woken."""
+        before_waiting()
         stop: asyncio.Future[bool] = asyncio.ensure_future(gone.wait())
         either: set[asyncio.Future[None] | asyncio.Future[bool]] = {self.future, stop}
         try:
