@@ -114,14 +114,31 @@ class Crash(BaseException):
     """The process dies: nothing catches it, nothing after it runs."""
 
 
-async def test_a_run_cut_short_between_chunks_is_finished_without_repeats(
+async def ten_dependents_in_chunks_of_three(
     queue: Queue, clock: FakeClock, published: Published, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> tuple[str, list[str]]:
+    """A task just completed and its ten dependents, to be scheduled three at a time."""
     monkeypatch.setattr(resolvers, "DEPENDENTS_PER_TRANSACTION", 3)
     parent = await create(queue, clock)
     dependents = await create_dependents(queue, clock, parent, 10)
     await complete(queue, [parent])
     await published.collect()
+    return parent, dependents
+
+
+async def assert_all_pending_once(queue: Queue, published: Published, dependents: list[str]) -> None:
+    """Every dependent pending, announced once, with one claim-index row; no resolution left."""
+    assert [await state(queue, d) for d in dependents] == ["pending"] * len(dependents)
+    assert await waiting_resolutions(queue) == []
+    announced = Counter(m.body["status"]["taskId"] for m in await pending_events(published))
+    assert announced == Counter(dependents)
+    assert await count_pending(queue) == len(dependents)
+
+
+async def test_a_run_cut_short_between_chunks_is_finished_without_repeats(
+    queue: Queue, clock: FakeClock, published: Published, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parent, dependents = await ten_dependents_in_chunks_of_three(queue, clock, published, monkeypatch)
     chunks = 0
     real = service.transition_many_tx
 
@@ -141,11 +158,7 @@ async def test_a_run_cut_short_between_chunks_is_finished_without_repeats(
 
     monkeypatch.setattr(service, "transition_many_tx", real)  # the next process
     assert await resolvers.resolve_dependencies(queue) == 1
-    assert [await state(queue, d) for d in dependents] == ["pending"] * 10
-    assert await waiting_resolutions(queue) == []
-    announced = Counter(m.body["status"]["taskId"] for m in await pending_events(published))
-    assert announced == Counter(dependents)
-    assert await count_pending(queue) == 10
+    await assert_all_pending_once(queue, published, dependents)
 
 
 async def test_a_chunk_rolled_back_and_run_again_is_scheduled(
@@ -153,12 +166,8 @@ async def test_a_chunk_rolled_back_and_run_again_is_scheduled(
 ) -> None:
     """A chunk's transaction that committed nothing (a deadlock, a lost connection) runs again with
     the same dependents, and the chunks after it follow on; none is skipped."""
-    monkeypatch.setattr(resolvers, "DEPENDENTS_PER_TRANSACTION", 3)
     monkeypatch.setattr(resolvers, "READY_PER_READ", 4)  # read again within the run, between chunks
-    parent = await create(queue, clock)
-    dependents = await create_dependents(queue, clock, parent, 10)
-    await complete(queue, [parent])
-    await published.collect()
+    _, dependents = await ten_dependents_in_chunks_of_three(queue, clock, published, monkeypatch)
     chunks = 0
     real = service.transition_many_tx
 
@@ -172,11 +181,7 @@ async def test_a_chunk_rolled_back_and_run_again_is_scheduled(
 
     monkeypatch.setattr(service, "transition_many_tx", roll_back_the_second_chunk)
     assert await resolvers.resolve_dependencies(queue) == 1
-    assert [await state(queue, d) for d in dependents] == ["pending"] * 10
-    assert await waiting_resolutions(queue) == []
-    announced = Counter(m.body["status"]["taskId"] for m in await pending_events(published))
-    assert announced == Counter(dependents)
-    assert await count_pending(queue) == 10
+    await assert_all_pending_once(queue, published, dependents)
 
 
 async def test_a_failing_chunk_falls_back_to_one_at_a_time(
