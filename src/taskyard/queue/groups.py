@@ -92,9 +92,9 @@ async def join_group_checked_tx(q: Queue, tx: Tx, rec: TaskRecord) -> None:
 
 
 def _joining(q: Queue, rec: TaskRecord) -> dict[str, object]:
-    # One statement creates the group, renews an expired one, or extends a live one that would
-    # expire within the hour after the task; it answers the group as it now stands. A refusal
-    # rolls it back with the rest of createTask. Extending by two hours rather than one leaves
+    # join_group's and join_group_checked's parameters. One statement creates the group, renews
+    # an expired one, or extends a live one that would expire within the hour after the task; a
+    # refusal rolls it back with the rest of createTask. Extending by two hours rather than one leaves
     # most tasks of a busy group nothing to write: on PostgreSQL they join it under a shared
     # lock, not one after another.
     needed = rec.expires + dates.HOUR

@@ -172,10 +172,10 @@ class _Session(BaseSession[asyncpg.Connection]):
         self._deferred_names: list[str] = []
         self._unbegun = unbegun  # a transaction whose BEGIN is not sent yet
         self._reads_begin = unbegun and reads_begin  # whether a read sends it
-        self.begin_sent = False  # so the connection may be in a transaction
 
     @property
     def begun(self) -> bool:
+        """Whether BEGIN was sent (as far as the server goes, it may not have arrived yet)."""
         return not self._unbegun
 
     async def defer(self, name: str, *args: object, **params: object) -> None:
@@ -205,7 +205,6 @@ class _Session(BaseSession[asyncpg.Connection]):
         if self._unbegun:
             sql, names = "BEGIN; " + sql, ["BEGIN", *names]
             self._unbegun = self._reads_begin = False
-            self.begin_sent = True
         record(_trip_name(names), len(names))
         try:
             await self._conn.execute(sql)
@@ -445,7 +444,7 @@ class PostgresStorage:
                 # If BEGIN did not finish (cancelled on its way), the server may begin the
                 # transaction after this looks: roll back whatever the connection says, or the pool
                 # finds the transaction open when it takes the connection back (and logs an error).
-                await _roll_back(conn, unsure=session.begin_sent)
+                await _roll_back(conn, unsure=session.begun)
             raise
         finally:
             await self._release(pool, conn, broken=broken)

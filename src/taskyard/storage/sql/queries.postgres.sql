@@ -11,7 +11,7 @@ SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
 SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id FOR UPDATE
 
 -- name: update_tasks
--- update_task for many tasks in one statement: $1 is a JSON list of objects holding update_task's
+-- update_task_checked for many tasks in one statement: $1 is a JSON list of objects holding its
 -- parameters. Answers the taskIds written: a row whose version moved is left as it is.
 UPDATE tasks t
    SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
@@ -109,7 +109,7 @@ DELETE FROM outbox
 RETURNING id, exchange, routing_key, cc, body
 
 -- name: update_task_checked
--- update_task as a checked write (Tx.defer_checked): a deferred write whose answer nobody reads,
+-- A task row's update, checked (Tx.defer_checked): a deferred write whose answer nobody reads,
 -- so a row found moved fails the transaction by a division by zero (RowMoved).
 WITH written AS (
   UPDATE tasks

@@ -11,15 +11,8 @@ VALUES (:task_id, :task_group_id, :scheduler_id, :project_id, :task_queue_id, :p
 -- name: get_task
 SELECT * FROM tasks WHERE task_id = $1
 
--- name: update_task
-UPDATE tasks
-   SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
-       claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
-       version = :version
- WHERE task_id = :task_id AND version = :old_version
-
 -- name: update_task_checked
--- update_task as a checked write (Tx.defer_checked): it answers a row if the row was still at the
+-- A task row's update, checked (Tx.defer_checked): it answers a row if the row was still at the
 -- version read, none if it moved (which fails the transaction). A transaction that read the row
 -- locked finds it unmoved; an optimistic one that lost a race reads again.
 UPDATE tasks

@@ -10,7 +10,7 @@ SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY 
 SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY task_id
 
 -- name: update_tasks
--- update_task for many tasks in one statement: $1 is a JSON list of objects holding update_task's
+-- update_task_checked for many tasks in one statement: $1 is a JSON list of objects holding its
 -- parameters. Answers the taskIds written: a row whose version moved is left as it is.
 UPDATE tasks
    SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
