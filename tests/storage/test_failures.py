@@ -173,6 +173,9 @@ class FakeConn:
     def is_closed(self) -> bool:
         return self.terminated
 
+    def get_server_pid(self) -> int:
+        return id(self)
+
     def is_in_transaction(self) -> bool:
         return self.in_transaction
 

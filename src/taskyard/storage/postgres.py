@@ -12,11 +12,13 @@ is `TransactionRolledBack`. A transaction whose connection fails before COMMIT i
 reached the server is not. A connection that failed is closed, never handed back to the pool.
 
 Deferred writes (`Tx.defer`: writes whose outcome the caller never reads, such as a new task's
-row, a locked task's update, the outbox's events) are held as SQL with their arguments written in
-as literals, and sent ahead of the transaction's next statement or with its COMMIT, as one
-simple-protocol query: a createTask, claimWork or report then costs three or four round trips
-fewer. Every statement still runs in the order the code made it; an
+row, a locked task's update, the outbox's events) are held as `EXECUTE` of a prepared statement
+with their arguments written in as literals, and sent ahead of the transaction's next statement
+or with its COMMIT, as one simple-protocol query: a createTask, claimWork or report then costs
+three or four round trips fewer. Every statement still runs in the order the code made it; an
 error in a deferred write surfaces at that next statement or at COMMIT, and nothing commits.
+A connection PREPAREs a deferred write's query the first time it sends one, at the head of that
+message (`_Prepared`), so the server parses and plans it once per connection, not once a write.
 BEGIN waits the same way, for the first statement that must run inside the transaction; a
 transaction whose every write was deferred is one message without BEGIN and COMMIT, which
 PostgreSQL runs as a transaction. `optimistic()` runs its reads before that: a report reads its
@@ -40,11 +42,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import os
 import random
-import re
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -146,11 +146,33 @@ def wrap_db_errors() -> Iterator[None]:
         _raise_translated(exc)
 
 
+class _Prepared:
+    """The deferred writes' queries one connection has PREPAREd (their names), or None: unsure.
+
+    A PREPARE rides at the head of the message that first sends its query's `EXECUTE`. PostgreSQL
+    keeps a prepared statement whatever becomes of the transaction it was made in, but a message
+    that fails may have stopped before its PREPAREs ran (one in a transaction already failed): the
+    connection is then unsure, and reads back what it has before it next prepares."""
+
+    __slots__ = ("names",)
+
+    def __init__(self) -> None:
+        self.names: set[str] | None = set()
+
+
+_PREPARED_NAMES = "SELECT name FROM pg_prepared_statements WHERE name LIKE 'ty\\_%'"
+
+
+def _statement(name: str) -> str:
+    """The prepared statement of deferred query `name` (apart from asyncpg's own, `__asyncpg_...`)."""
+    return "ty_" + name
+
+
 class _Session(BaseSession[asyncpg.Connection]):
-    """Statements on one pooled connection. Deferred writes (`defer`) wait in `_deferred`, as SQL
-    with their arguments written in, until the next statement or COMMIT: then they go first, in
-    the same round trip (a simple-protocol query of several statements) or, before a statement of
-    the extended protocol, in one of their own.
+    """Statements on one pooled connection. Deferred writes (`defer`) wait in `_deferred`, as
+    `EXECUTE` with their arguments written in, until the next statement or COMMIT: then they go
+    first, in the same round trip (a simple-protocol query of several statements) or, before a
+    statement of the extended protocol, in one of their own. The PREPAREs they need go first.
 
     A transaction's BEGIN waits too (`_unbegun`): it goes with the deferred writes ahead of the
     first statement that must run inside the transaction (any, in `transaction()`; a write, in
@@ -163,11 +185,14 @@ class _Session(BaseSession[asyncpg.Connection]):
         conn: asyncpg.Connection,
         queries: dict[str, str],
         names: Any,
+        prepared: _Prepared,
         *,
         unbegun: bool = False,
         reads_begin: bool = False,
     ) -> None:
         super().__init__(conn, queries, names)
+        self._prepared = prepared
+        self._preparing: dict[str, str] = {}  # name: its PREPARE, to send ahead of the deferred writes
         self._deferred: list[str] = []
         self._deferred_names: list[str] = []
         self._unbegun = unbegun  # a transaction whose BEGIN is not sent yet
@@ -181,23 +206,50 @@ class _Session(BaseSession[asyncpg.Connection]):
     async def defer(self, name: str, *args: object, **params: object) -> None:
         if params:
             args = self.bind(name, args, params)
-        self._deferred.append(_with_literals(self._queries[name], args))
+        await self._prepare(name)
+        self._deferred.append(_executing(name, args))
         self._deferred_names.append(name)
 
     async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
-        query = self._queries[name]
-        self._deferred.extend(_with_literals(query, tuple(row)) for row in rows)
+        await self._prepare(name)
+        self._deferred.extend(_executing(name, row) for row in rows)
         self._deferred_names.extend(name for _ in rows)
+
+    async def _prepare(self, name: str) -> None:
+        """PREPARE query `name` with the next message, unless this connection has it already."""
+        known = self._prepared.names
+        if known is None:  # a failed message left it unsure: ask (one read, once)
+            try:
+                rows = await self._conn.fetch(_PREPARED_NAMES)
+            except Exception as exc:
+                _raise_translated(exc)
+            known = self._prepared.names = {row["name"][3:] for row in rows}
+        if name not in known and name not in self._preparing:
+            self._preparing[name] = f"PREPARE {_statement(name)} AS {self._queries[name]}; "
 
     # The query itself fails the transaction (a division by zero, which `translated` makes
     # RowMoved) where SQLite's answers no row.
     defer_checked = defer
 
     def take_deferred(self) -> tuple[str, list[str]]:
-        """The deferred writes as one SQL text, and their names; none are left deferred."""
-        sql, names = "".join(self._deferred), self._deferred_names
+        """The deferred writes as one SQL text (their PREPAREs first), and their names (not the
+        PREPAREs': preparing is the connection's, as asyncpg's own is); none are left deferred."""
+        sql, names = "".join(self._preparing.values()) + "".join(self._deferred), self._deferred_names
         self._deferred, self._deferred_names = [], []
         return sql, names
+
+    async def send(self, sql: str) -> None:
+        """Send a message that carries the deferred writes (`take_deferred`) and their PREPAREs: the
+        connection has them once it went through, and is unsure of them should it fail."""
+        preparing, self._preparing = self._preparing, {}
+        try:
+            await self._conn.execute(sql)
+        except BaseException:
+            if preparing:
+                self._prepared.names = None
+            raise
+        if preparing and self._prepared.names is not None:
+            self._prepared.names.update(preparing)
 
     async def _flush(self) -> None:
         """Send the deferred writes, behind BEGIN if the transaction has not begun."""
@@ -207,7 +259,7 @@ class _Session(BaseSession[asyncpg.Connection]):
             self._unbegun = self._reads_begin = False
         record(_trip_name(names), len(names))
         try:
-            await self._conn.execute(sql)
+            await self.send(sql)
         except Exception as exc:
             _raise_translated(exc)
 
@@ -274,27 +326,11 @@ def _trip_name(names: list[str]) -> str:
     return "+".join(dict.fromkeys(names))
 
 
-_PARAMETER = re.compile(r"\$([0-9]+)")
-
-
-@functools.cache
-def _pieces(query: str) -> tuple[list[str], list[int]]:
-    """A query split around its `$n` parameters: the text between them, and each one's index."""
-    parts = _PARAMETER.split(query)
-    return parts[0::2], [int(n) - 1 for n in parts[1::2]]
-
-
-def _with_literals(query: str, args: tuple[object, ...]) -> str:
-    """`query` with its arguments written in as SQL literals, ended by `;`, for a simple-protocol
-    query. Only the types our deferred writes take: None, bool, int, str, and a list of those (an
-    ARRAY, which the query casts: `$1::bigint[]`)."""
-    texts, slots = _pieces(query)
-    out = [texts[0]]
-    for text, slot in zip(texts[1:], slots, strict=True):
-        out.append(_sql_literal(args[slot]))
-        out.append(text)
-    out.append("; ")
-    return "".join(out)
+def _executing(name: str, args: Sequence[object]) -> str:
+    """The `EXECUTE` of deferred query `name` with its arguments written in as SQL literals, ended
+    by `;`, for a simple-protocol query. Only the types our deferred writes take: None, bool, int,
+    str, and a list of those (an array)."""
+    return f"EXECUTE {_statement(name)}({','.join(map(_sql_literal, args))}); "
 
 
 def _sql_literal(value: object) -> str:
@@ -307,7 +343,8 @@ def _sql_literal(value: object) -> str:
     if type(value) is str:
         return _literal(value)
     if type(value) is list and not any(type(v) is list for v in value):
-        return "ARRAY[" + ",".join(map(_sql_literal, value)) + "]"
+        # '{}', not ARRAY[] (which has no type): either takes the parameter's.
+        return "ARRAY[" + ",".join(map(_sql_literal, value)) + "]" if value else "'{}'"
     raise TypeError(f"a deferred write takes None, bool, int, str or a list of those, not {value!r:.40}")
 
 
@@ -332,13 +369,14 @@ class PostgresStorage:
         self._lead_conn: asyncpg.Connection | None = None  # holds the locks of the jobs this process leads
         self._lead_lock = asyncio.Lock()
         self._led: set[str] = set()
+        self._prepared: dict[int, _Prepared] = {}  # by the pooled connection's server pid
         # Notifications carry this token so a process can skip its own (it delivered them already).
         self._token = f"{os.getpid()}-{id(self):x}"
 
     async def open(self) -> PostgresStorage:
         with wrap_db_errors():
             self._pool = await asyncpg.create_pool(
-                self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session
+                self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session, init=self._connected
             )
             try:
                 await self._migrate()
@@ -365,6 +403,24 @@ class PostgresStorage:
                 await conn.execute(
                     "INSERT INTO schema_migrations VALUES ($1, $2, $3)", version, name, dates.now_ms()
                 )
+
+    async def _connected(self, conn: asyncpg.Connection) -> None:
+        """A new pooled connection: it has prepared nothing yet, and forgets it all when it closes."""
+        pid, prepared = conn.get_server_pid(), _Prepared()
+        self._prepared[pid] = prepared
+
+        def closed(_conn: object) -> None:
+            if self._prepared.get(pid) is prepared:  # not a later connection's, with the same pid
+                del self._prepared[pid]
+
+        conn.add_termination_listener(closed)
+
+    def _session(self, conn: Any, *, unbegun: bool = False, reads_begin: bool = False) -> _Session:
+        prepared = self._prepared.get(conn.get_server_pid())
+        if prepared is None:  # every pooled connection passed `_connected`; else unsure: ask
+            prepared = _Prepared()
+            prepared.names = None
+        return _Session(conn, self._queries, self._names, prepared, unbegun=unbegun, reads_begin=reads_begin)
 
     def _open_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -404,7 +460,7 @@ class PostgresStorage:
     async def _transaction(self, *, reads_begin: bool) -> AsyncIterator[Tx]:
         pool = self._open_pool()
         conn = await self._acquire(pool)
-        session = _Session(conn, self._queries, self._names, unbegun=True, reads_begin=reads_begin)
+        session = self._session(conn, unbegun=True, reads_begin=reads_begin)
         broken = False
         try:
             try:
@@ -431,7 +487,7 @@ class PostgresStorage:
                     with wrap_db_errors():
                         # Deferred writes and notifications ride in the same round trip as COMMIT,
                         # or, BEGIN unsent, are a transaction by themselves.
-                        await conn.execute(message)
+                        await session.send(message)
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server answered: nothing committed
                     raise
@@ -457,7 +513,7 @@ class PostgresStorage:
         conn = await self._acquire(pool)
         broken = False
         try:
-            return await _Session(conn, self._queries, self._names).execute(name, *args, **params)
+            return await self._session(conn).execute(name, *args, **params)
         except DatabaseUnavailable as exc:
             broken = not isinstance(exc, TransactionRolledBack)
             raise
@@ -480,7 +536,7 @@ class PostgresStorage:
         conn = await self._acquire(pool)
         broken = False
         try:
-            yield _Session(conn, self._queries, self._names)
+            yield self._session(conn)
         except DatabaseUnavailable as exc:
             broken = not isinstance(exc, TransactionRolledBack)
             raise
@@ -694,8 +750,9 @@ def _literal(text: str) -> str:
 
 async def _keep_session(conn: asyncpg.Connection) -> None:
     """Skip asyncpg's reset on release (UNLISTEN, RESET ALL ...): it costs a round trip per
-    transaction, and taskyard leaves no session state behind. Transactions always end in
-    COMMIT or ROLLBACK, advisory locks are transaction-scoped, LISTEN has its own connection."""
+    transaction, and taskyard leaves no session state behind but the statements it prepared,
+    which are meant to stay (`_Prepared`). Transactions always end in COMMIT or ROLLBACK,
+    advisory locks are transaction-scoped, LISTEN has its own connection."""
 
 
 def _mask(dsn: str) -> str:
