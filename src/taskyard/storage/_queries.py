@@ -5,6 +5,11 @@ A query file holds blocks that each start with a line `-- name: <query_name>`. T
 Parameters are written `$1, $2 ...` in every dialect, or by name, `:task_id`, in a query that
 takes many: loading numbers them (`$1` for the first name to appear), and `parameter_names` says
 which name is which, so that a call passes them by keyword and can't misorder them.
+
+A line `-- literal: <name>` in a query says that its last parameter, an int, is written into the
+text instead of sent (`written_in`): PostgreSQL then caches a plan for each of its values rather
+than one plan for all, where the value decides the plan (a LIMIT) and planning afresh each time
+would cost more than running.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
 _NAMED_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")  # `:name`, not a `::type` cast
+_LITERAL = re.compile(r"^--\s*literal:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -46,6 +52,22 @@ def load(dialect: str) -> dict[str, str]:
 def parameter_names(dialect: str) -> dict[str, tuple[str, ...]]:
     """For each query written with `:name` parameters, their names in the order of `$1, $2 ...`."""
     return {name: names for name, _, names in _loaded(dialect) if names}
+
+
+def written_in(dialect: str) -> dict[str, int]:
+    """For each query with a `-- literal: <name>` line, the index of that parameter: the last."""
+    found = {name: _literal_index(name, sql) for name, sql in _texts(dialect).items()}
+    return {name: index for name, index in found.items() if index is not None}
+
+
+def _literal_index(query: str, sql: str) -> int | None:
+    match = _LITERAL.search(sql)
+    if match is None:
+        return None
+    order = _numbered(query, sql)[1]
+    if not order or order[-1] != match[1]:
+        raise ValueError(f"query {query}: only its last parameter can be written in, not {match[1]}")
+    return len(order) - 1
 
 
 def _numbered(query: str, sql: str) -> tuple[str, tuple[str, ...]]:

@@ -42,9 +42,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
+import re
 import time
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -186,12 +188,14 @@ class _Session(BaseSession[asyncpg.Connection]):
         queries: dict[str, str],
         names: Any,
         prepared: _Prepared,
+        written_in: dict[str, int],
         *,
         unbegun: bool = False,
         reads_begin: bool = False,
     ) -> None:
         super().__init__(conn, queries, names)
         self._prepared = prepared
+        self._written_in = written_in
         self._preparing: dict[str, str] = {}  # name: its PREPARE, to send ahead of the deferred writes
         self._deferred: list[str] = []
         self._deferred_names: list[str] = []
@@ -217,6 +221,8 @@ class _Session(BaseSession[asyncpg.Connection]):
 
     async def _prepare(self, name: str) -> None:
         """PREPARE query `name` with the next message, unless this connection has it already."""
+        if name in self._written_in:
+            raise TypeError(f"query {name} has a parameter written in: it can't be deferred")
         known = self._prepared.names
         if known is None:  # a failed message left it unsure: ask (one read, once)
             try:
@@ -271,11 +277,19 @@ class _Session(BaseSession[asyncpg.Connection]):
             await self._flush()
         record(name)
         try:
-            tag: str = await self._conn.execute(self._queries[name], *args)
+            tag: str = await self._conn.execute(*self._text(name, args))
         except Exception as exc:
             _raise_translated(exc)
         last = tag.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
+
+    def _text(self, name: str, args: tuple[object, ...]) -> tuple[object, ...]:
+        """The driver's arguments for query `name`: its text, then its arguments (the last one
+        written into the text instead, for a query with a `-- literal:` line)."""
+        index = self._written_in.get(name)
+        if index is None:
+            return (self._queries[name], *args)
+        return (_written(self._queries[name], index, args[index]), *args[:index])
 
     async def executemany(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         if self._deferred or self._unbegun:
@@ -293,7 +307,7 @@ class _Session(BaseSession[asyncpg.Connection]):
             await self._flush()
         record(name)
         try:
-            return list(await self._conn.fetch(self._queries[name], *args))
+            return list(await self._conn.fetch(*self._text(name, args)))
         except Exception as exc:
             _raise_translated(exc)
 
@@ -304,7 +318,7 @@ class _Session(BaseSession[asyncpg.Connection]):
             await self._flush()
         record(name)
         try:
-            row: Row | None = await self._conn.fetchrow(self._queries[name], *args)
+            row: Row | None = await self._conn.fetchrow(*self._text(name, args))
         except Exception as exc:
             _raise_translated(exc)
         return row
@@ -316,7 +330,7 @@ class _Session(BaseSession[asyncpg.Connection]):
             await self._flush()
         record(name)
         try:
-            return await self._conn.fetchval(self._queries[name], *args)
+            return await self._conn.fetchval(*self._text(name, args))
         except Exception as exc:
             _raise_translated(exc)
 
@@ -324,6 +338,14 @@ class _Session(BaseSession[asyncpg.Connection]):
 def _trip_name(names: list[str]) -> str:
     """A round trip's name in a tally: its statements' names, repeats run together."""
     return "+".join(dict.fromkeys(names))
+
+
+@functools.lru_cache(maxsize=256)
+def _written(query: str, index: int, value: object) -> str:
+    """`query` with parameter `index` (0-based; its last) written in as an int literal."""
+    if type(value) is not int:
+        raise TypeError(f"a parameter written in takes an int, not {value!r:.40}")
+    return re.sub(rf"\${index + 1}(?![0-9])", str(value), query)
 
 
 def _executing(name: str, args: Sequence[object]) -> str:
@@ -360,6 +382,7 @@ class PostgresStorage:
         self._pool_size = pool_size
         self._queries = _queries.load("postgres")
         self._names = _queries.parameter_names("postgres")
+        self._written_in = _queries.written_in("postgres")
         self._pool: asyncpg.Pool | None = None
         self._listeners: dict[str, list[Listener]] = {}
         self._listen_conn: asyncpg.Connection | None = None
@@ -420,7 +443,8 @@ class PostgresStorage:
         if prepared is None:  # every pooled connection passed `_connected`; else unsure: ask
             prepared = _Prepared()
             prepared.names = None
-        return _Session(conn, self._queries, self._names, prepared, unbegun=unbegun, reads_begin=reads_begin)
+        queries, names, written_in = self._queries, self._names, self._written_in
+        return _Session(conn, queries, names, prepared, written_in, unbegun=unbegun, reads_begin=reads_begin)
 
     def _open_pool(self) -> asyncpg.Pool:
         if self._pool is None:

@@ -62,6 +62,9 @@ SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SH
 -- transaction holds (a claim, a cancel, a priority change) is skipped, never waited for, and
 -- stays. The pending rows are chosen first, from the claim index alone, so the cost does not grow
 -- with the backlog even before the planner has statistics. A quarantined worker takes nothing.
+-- The count is written in (the line below), so PostgreSQL keeps a plan per count, where with a
+-- parameter it planned most claims afresh (a plan for any count is one for a tenth of the backlog).
+-- literal: count
 WITH p AS (
     SELECT task_id, run_id, priority, inserted FROM pending_runs
      WHERE task_queue_id = :task_queue_id AND deadline > :now
