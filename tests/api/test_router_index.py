@@ -41,11 +41,15 @@ def scope_for(method: str, raw: str, root: str = "") -> dict[str, Any]:
 
 
 def paths_of(routes: list[BaseRoute], rng: random.Random) -> list[str]:
-    """Every route's path with its parameters filled in several ways, and random ones."""
+    """Every route's path (and a mount's routes', under its path) with its parameters filled in
+    several ways, and random ones."""
     found = []
     pages = [route.routes for route in routes if isinstance(route, Pages)]  # the UI's, built on first use
-    for route in [*routes, *(route for built in pages for route in built)]:
-        template = getattr(route, "path", "/")
+    mounted = [(route.path, inner) for route in routes if isinstance(route, Mount) for inner in route.routes]
+    templates = [
+        getattr(route, "path", "/") for route in [*routes, *(route for built in pages for route in built)]
+    ]
+    for template in templates + [prefix + getattr(inner, "path", "/") for prefix, inner in mounted]:
         for value in ("abc", "a%2Fb", "a/b", "", "reset", "x y"):
             found.append(template.replace("{", "<").replace("}", ">").split("<")[0] + value)
             filled, parts = [], template.split("{")

@@ -74,6 +74,14 @@ def _prefixes(path: str) -> list[str]:
     return found
 
 
+def _start(route: BaseRoute) -> str:
+    """The literal start of the paths `route` may match ("": any path). A mount at `/p` takes the
+    paths under `/p/` only: keyed by that, a request elsewhere under `/` does not try it."""
+    if isinstance(route, Mount):
+        return (route.path + "/").split("{", 1)[0]
+    return route.path.split("{", 1)[0] if isinstance(route, StarletteRoute) else ""
+
+
 class _Index:
     """The routes by key (position in the app's list kept), for decoded and for raw paths."""
 
@@ -84,7 +92,7 @@ class _Index:
         self.always: list[tuple[int, BaseRoute]] = []
         self.merged: dict[tuple[tuple[str, ...], tuple[str, ...]], list[BaseRoute]] = {}  # by keys found
         for i, route in enumerate(routes):
-            key = _key(route.path.split("{", 1)[0]) if isinstance(route, StarletteRoute | Mount) else ""
+            key = _key(_start(route))
             if not key:  # another kind of route, or one mounted at the root
                 self.always.append((i, route))
                 continue
