@@ -16,4 +16,4 @@ def test_statements_are_named_by_their_query() -> None:
     assert statements.label(queries["get_task"], names) == "get_task"
     normalized = queries["take_pending"].replace("LIMIT $5", "LIMIT 1").replace("'", "") + " $6"
     assert statements.label(normalized, names) == "take_pending"
-    assert statements.label("SELECT pg_notify($1, $2)", names) == "SELECT pg_notify($1, $2)"
+    assert statements.label("NOTIFY task_pending, $1", names) == "NOTIFY task_pending, $1"

@@ -84,7 +84,7 @@ async def test_on_postgresql_deferred_writes_cost_no_round_trip_of_their_own(
             await tx.defer("insert_group", "a", "-", 1)
             await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)] * 2)
             tx.notify("somewhere", "x")
-    assert tally.trips == ["insert_group+insert_event+pg_notify x4"]  # a transaction by itself
+    assert tally.trips == ["insert_group+insert_event+NOTIFY x4"]  # a transaction by itself
     with counting() as tally:
         async with storage.transaction() as tx:
             await tx.defer("insert_group", "b", "-", 1)
@@ -229,3 +229,16 @@ async def test_on_postgresql_a_failed_message_leaves_the_connection_able_to_defe
         ]
     finally:
         await storage.close()
+
+
+@pytest.mark.postgres
+async def test_on_postgresql_a_notification_channel_is_an_identifier(storage: Storage, db_url: str) -> None:
+    """Notifications go as NOTIFY, which takes the channel as a bare identifier: anything else is
+    refused before it is sent, and nothing of the transaction commits."""
+    if not db_url.startswith("postgres"):
+        pytest.skip("SQLite's notifications stay in the process")
+    with pytest.raises(ValueError, match="lowercase identifier"):
+        async with storage.transaction() as tx:
+            await tx.defer("insert_group", "refused", "-", 1)
+            tx.notify("task_pending; DROP TABLE tasks", "x")
+    assert await groups(storage, "refused") == []

@@ -5,7 +5,7 @@ it starts): a background loop started elsewhere is not counted. When nothing cou
 statement costs the adapter one context-variable lookup.
 
 What counts as one statement: every SQL statement the database runs, BEGIN and COMMIT included,
-each `pg_notify` that rides with COMMIT, and each row of an `executemany`. What counts as one
+each `NOTIFY` that rides with COMMIT, and each row of an `executemany`. What counts as one
 round trip: one wait for the database, which on PostgreSQL is one exchange with the server (a
 cached prepared statement's bind and execute; a COMMIT together with its notifications and the
 deferred writes before it; deferred writes sent ahead of a statement; a whole `executemany`, which

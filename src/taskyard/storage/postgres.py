@@ -501,7 +501,7 @@ class PostgresStorage:
                 # PostgreSQL delivers a notification sent twice in a transaction once: send it once.
                 notes = list(dict.fromkeys(session.notes))
                 deferred, names = session.take_deferred()
-                names += ["pg_notify"] * len(notes)
+                names += ["NOTIFY"] * len(notes)
                 message = deferred + self._notify_sql(notes)
                 if session.begun:
                     names.append("COMMIT")
@@ -545,10 +545,10 @@ class PostgresStorage:
             await self._release(pool, conn, broken=broken)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
-        return "".join(
-            f"SELECT pg_notify({_literal(channel)}, {_literal(f'{self._token}:{payload}')}); "
-            for channel, payload in notes
-        )
+        # NOTIFY, not SELECT pg_notify(): a utility statement, which the server does not plan.
+        token = self._token
+        notifies = (f"NOTIFY {_channel(name)}, {_literal(f'{token}:{payload}')}; " for name, payload in notes)
+        return "".join(notifies)
 
     def _dispatch(self, channel: str, payload: str | None) -> None:
         for listener in self._listeners.get(channel, ()):
@@ -763,6 +763,16 @@ def _terminate(conn: Any) -> None:
     and its proxy refuses every call, terminate() too ("released back to the pool")."""
     with contextlib.suppress(asyncpg.InterfaceError):
         conn.terminate()
+
+
+def _channel(name: str) -> str:
+    """A notification channel's name, which NOTIFY takes as a bare identifier."""
+    if _CHANNEL.fullmatch(name) is None:
+        raise ValueError(f"a notification channel is a lowercase identifier, not {name!r}")
+    return name
+
+
+_CHANNEL = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 def _literal(text: str) -> str:
