@@ -34,6 +34,7 @@ async def test_requests_beyond_the_bound_wait_their_turn_in_arrival_order() -> N
     assert counts.waiting == 0
     assert turns.running == 1  # `second` still holds its turn
     second.give_back()
+    await asyncio.sleep(0)  # free from the loop's next turn on
     assert turns.running == 0
 
 
@@ -51,6 +52,7 @@ async def test_a_request_that_waits_too_long_is_overloaded_and_takes_no_turn() -
     late.give_back()  # not taken: nothing to give back
     assert (turns.running, counts.waiting) == (1, 0)
     held.give_back()
+    await asyncio.sleep(0)
     fresh = turns.turn()
     await fresh.take(None)  # the one that gave up left no place in the queue behind it
     assert turns.running == 1
@@ -70,6 +72,7 @@ async def test_a_cancelled_waiter_passes_on_the_turn_it_was_given() -> None:
     await taking  # ... and passes it on
     assert turns.running == 1
     after.give_back()
+    await asyncio.sleep(0)
     assert turns.running == 0
 
 
@@ -79,3 +82,63 @@ async def test_no_bound_means_no_waiting() -> None:
     for turn in taken:
         await turn.take(0)
     assert turns.running == 100
+
+
+async def test_a_turn_given_back_with_nobody_waiting_is_free_again_from_the_loops_next_turn() -> None:
+    """Calls worked on whole in one step of the loop (SQLite's writer runs on the loop) give their
+    turn back in the step that took it: still, at most `bound` of them are worked on per turn of
+    the loop, the others waiting for the next."""
+    turns = Turns(2, Counts())
+    loop_turn = 0
+    worked_in: list[int] = []
+
+    async def count_loop_turns() -> None:
+        nonlocal loop_turn
+        while True:
+            await asyncio.sleep(0)
+            loop_turn += 1
+
+    async def call() -> None:  # takes its turn, is worked on and gives it back without yielding
+        turn = turns.turn()
+        await turn.take(None)
+        worked_in.append(loop_turn)
+        turn.give_back()
+
+    counter = asyncio.create_task(count_loop_turns())
+    await asyncio.sleep(0)
+    await asyncio.gather(*(call() for _ in range(6)))
+    counter.cancel()
+    assert len(worked_in) == 6
+    assert max(worked_in.count(n) for n in set(worked_in)) == 2
+    await asyncio.sleep(0)
+    assert turns.running == 0
+
+
+async def test_a_turn_given_back_in_the_step_that_took_it_still_counts_until_the_loops_next_turn() -> None:
+    turns = Turns(1, Counts())
+    first = turns.turn()
+    await first.take(None)
+    first.give_back()
+    assert turns.running == 1  # a call asking in this same turn of the loop waits ...
+    counts_before = turns.counts.waiting
+    second = turns.turn()
+    await second.take(None)  # ... and is handed the turn when it is released, in the next
+    assert (counts_before, turns.running, turns.counts.waiting) == (0, 1, 0)
+    second.give_back()
+    await asyncio.sleep(0)
+    assert turns.running == 0
+
+
+async def test_a_turn_given_back_goes_at_once_to_a_request_already_waiting() -> None:
+    turns = Turns(1, Counts())
+    held = turns.turn()
+    await held.take(None)
+    waiting = turns.turn()
+    taking = asyncio.create_task(waiting.take(None))
+    await asyncio.sleep(0)
+    held.give_back()  # handed over, not released
+    await taking
+    assert turns.running == 1
+    waiting.give_back()
+    await asyncio.sleep(0)
+    assert turns.running == 0

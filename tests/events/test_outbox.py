@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from taskyard.events import log as event_log
+from taskyard.events import outbox
 from taskyard.events.feed import EventFeed
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
@@ -163,3 +164,37 @@ async def test_a_feed_without_followers_skips_to_the_end_of_the_log(
     assert [item.envelope.routing_key.split(".")[1] for item in items] == [task_id]
     assert feed.position == newest + 2
     feed.leave(follower)
+
+
+async def test_a_backlog_is_relayed_a_batch_per_turn_of_the_loop(
+    queue: Queue, storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(outbox, "BATCH", 1)
+    for _ in range(2):
+        await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+    loop_turn = 0
+    published_in: list[int] = []
+
+    class TurnNoting(MemoryBus):
+        async def publish(self, messages: Sequence[Message]) -> None:
+            published_in.append(loop_turn)
+            await super().publish(messages)
+
+    async def count_loop_turns() -> None:
+        nonlocal loop_turn
+        while True:
+            await asyncio.sleep(0)
+            loop_turn += 1
+
+    bus = TurnNoting()
+    counter = asyncio.create_task(count_loop_turns())
+    running = asyncio.create_task(OutboxRelay(storage, bus).run())
+    try:
+        await until(lambda: len(published_in) == 4)
+    finally:
+        for task in (running, counter):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await bus.close()
+    assert len(set(published_in)) == 4  # each batch in a turn of its own

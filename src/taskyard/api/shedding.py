@@ -36,7 +36,11 @@ every request in flight takes a step in each turn of the loop, so each turn last
 step of all of them, and a ping (a few steps) waits behind a few such turns: with 200 createTask
 callers that was 0.3 to 0.5 s, and the arrival of 2,000 long polls at once several seconds. A
 request that waits longer than `db_wait_timeout` for its turn is answered 503 `Retry-After: 1`
-(`Overloaded`), nothing of it done; a long poll waits as long as it takes.
+(`Overloaded`), nothing of it done; a long poll waits as long as it takes. A turn given back
+while nobody waits is free again from the loop's next turn on: on SQLite a call may be worked on
+whole in one step of the loop (its writer runs on the loop), giving its turn back before the next
+arrival asks, so that every call arriving at once was worked on in the same turn of the loop
+(200 createTasks, some 200 ms, every ping waiting behind them).
 
 The bounds are per process (`serve --processes N` takes N times as many).
 """
@@ -210,7 +214,8 @@ class Turns:
     def __init__(self, bound: int, counts: Counts) -> None:
         self.bound = bound
         self.counts = counts
-        self.running = 0
+        self.running = 0  # turns taken and not yet free again
+        self._releasing = 0  # of those, given back in this turn of the loop, with nobody waiting
         self._queue: deque[asyncio.Future[None]] = deque()
 
     def turn(self) -> Turn:
@@ -243,13 +248,34 @@ class Turns:
         return True
 
     def _give_back(self) -> None:
-        """A turn is over: the first request still waiting takes it, else there is one more free."""
+        """A turn is over: the first request still waiting takes it. With none waiting, the turn is
+        free again only from the loop's next turn on (`_release`): a request worked on whole in one
+        step of the loop (SQLite's writer runs on the loop, so a createTask may never yield) gives
+        its turn back in the very step that took it, and without that every request arriving in
+        one turn of the loop would be worked on in it, however many there were."""
+        if not self.bound:
+            self.running -= 1
+        elif not self._hand_on():
+            self._releasing += 1
+            if self._releasing == 1:
+                asyncio.get_running_loop().call_soon(self._release)
+
+    def _hand_on(self) -> bool:
+        """Give a turn to the first request still waiting; False if none is."""
         while self._queue:
             waiter = self._queue.popleft()
             if not waiter.done():
                 waiter.set_result(None)
-                return
-        self.running -= 1
+                return True
+        return False
+
+    def _release(self) -> None:
+        """The turns given back in the loop's last turn, with nobody waiting then: to whoever
+        waits now, the rest free."""
+        releasing, self._releasing = self._releasing, 0
+        for _ in range(releasing):
+            if not self._hand_on():
+                self.running -= 1
 
 
 class Turn:

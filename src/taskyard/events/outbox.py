@@ -81,7 +81,10 @@ class OutboxRelay:
         while True:
             try:
                 while await self.relay_once():
-                    pass
+                    # On SQLite a batch is worked on whole in one step of the event loop (the
+                    # writer runs on the loop): the next waits for the loop's next turn, so that
+                    # a backlog is relayed a batch per turn, not all of it in one.
+                    await asyncio.sleep(0)
             except BusUnavailable:
                 # The bus logs its outages; the events stay in the outbox until it is back.
                 await self._bus.wait_ready()
