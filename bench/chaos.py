@@ -465,14 +465,24 @@ class Faults:
         count, options = self.load.count, self.options
         next_kill = time.monotonic() + options.kill_every
         broker: threading.Thread | None = None
+        broker_failed: list[BaseException] = []
+
+        def restart_rabbit() -> None:
+            try:
+                self.restart_rabbit()
+            except BaseException as exc:  # the campaign can't finish as planned: say so, don't wait
+                broker_failed.append(exc)
+
         while not until() or (broker is not None and broker.is_alive()):
+            if broker_failed:
+                raise RuntimeError(f"restarting RabbitMQ failed: {broker_failed[0]}") from broker_failed[0]
             finished = len(self.load.finished)
             if self.cluster is not None and not self.pg_restarts and finished >= 0.4 * count:
                 self.say("restarting PostgreSQL")
                 self.restart_postgres()
             elif self.rabbit is not None and broker is None and finished >= 0.6 * count:
                 self.say("restarting RabbitMQ")
-                broker = threading.Thread(target=self.restart_rabbit, name="rabbit-restart", daemon=True)
+                broker = threading.Thread(target=restart_rabbit, name="rabbit-restart", daemon=True)
                 broker.start()
             elif time.monotonic() >= next_kill or (
                 self.lives.kills < options.kills

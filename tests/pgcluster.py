@@ -20,12 +20,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+
+from tests.ports import free_port
 
 SERVER_USER = "postgres"
 COMMAND_TIMEOUT = 60
@@ -70,12 +71,6 @@ def unavailable_reason() -> str | None:
         if shutil.which("runuser") is None:
             return "running as root, and there is no runuser to run PostgreSQL as another user"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import requests
 import taskcluster
 
 from tests.conftest import _pg_admin, _pg_url
+from tests.ports import free_port
 
 TASKYARD = Path(sys.executable).parent / "taskyard"
 ROOT_CLIENT_ID = "static/taskyard/root"
@@ -43,12 +43,6 @@ CLAIM_WORK_TIMEOUT = 2.0
 RESOLVER_INTERVAL = 0.2
 
 RUNNING: list[Server] = []
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

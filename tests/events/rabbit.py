@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import uuid
 from collections.abc import Callable
@@ -20,6 +19,8 @@ from typing import Any
 
 import orjson
 import pika
+
+from tests.ports import free_port
 
 RABBITMQ_BIN = Path(os.environ.get("TASKYARD_TEST_RABBITMQ_BIN", "/usr/lib/rabbitmq/bin"))
 
@@ -81,12 +82,6 @@ async def eventually(condition: Callable[[], bool], timeout: float = 60.0) -> No
         if loop.time() > give_up:
             raise AssertionError("condition never held")
         await asyncio.sleep(0.05)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class TcpProxy:
