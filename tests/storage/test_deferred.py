@@ -159,76 +159,70 @@ async def test_a_checked_write_that_finds_its_row_moved_fails_the_transaction(st
     assert row is not None and row["version"] == 3
 
 
-async def _prepared(storage: Storage) -> dict[str, object]:
+async def _prepared(storage: PostgresStorage) -> dict[str, object]:
     """The deferred queries the (one) pooled connection has PREPAREd, and when it prepared each."""
-    async with storage._open_pool().acquire() as conn:  # type: ignore[attr-defined]
+    async with storage._open_pool().acquire() as conn:
         rows = await conn.fetch("SELECT name, prepare_time FROM pg_prepared_statements WHERE name LIKE 'ty%'")
     return {row["name"]: row["prepare_time"] for row in rows}
 
 
 @pytest.mark.postgres
-async def test_on_postgresql_a_connection_prepares_a_deferred_query_once(db_url: str) -> None:
+async def test_on_postgresql_a_connection_prepares_a_deferred_query_once(
+    one_connection: PostgresStorage,
+) -> None:
     """The server parses and plans a deferred write's query once per connection: the first message
     that sends it PREPAREs it, later ones only EXECUTE it."""
-    if not db_url.startswith("postgres"):
-        pytest.skip("SQLite runs a deferred write at once")
-    storage = await PostgresStorage(db_url, pool_size=1).open()
-    try:
-        async with storage.transaction() as tx:
-            await tx.defer("insert_group", "one", "-", 1)
-        first = await _prepared(storage)
-        assert set(first) == {"ty_insert_group"}
-        async with storage.optimistic() as tx:
-            await tx.defer("insert_group", "two", "-", 1)
-            await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)])
-        again = await _prepared(storage)
-        assert again["ty_insert_group"] == first["ty_insert_group"]
-        assert set(again) == {"ty_insert_group", "ty_insert_event"}
-        assert await groups(storage, "one", "two") == ["one", "two"]
-    finally:
-        await storage.close()
+    storage = one_connection
+    async with storage.transaction() as tx:
+        await tx.defer("insert_group", "one", "-", 1)
+    first = await _prepared(storage)
+    assert set(first) == {"ty_insert_group"}
+    async with storage.optimistic() as tx:
+        await tx.defer("insert_group", "two", "-", 1)
+        await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)])
+    again = await _prepared(storage)
+    assert again["ty_insert_group"] == first["ty_insert_group"]
+    assert set(again) == {"ty_insert_group", "ty_insert_event"}
+    assert await groups(storage, "one", "two") == ["one", "two"]
 
 
 @pytest.mark.postgres
-async def test_on_postgresql_a_failed_message_leaves_the_connection_able_to_defer(db_url: str) -> None:
+async def test_on_postgresql_a_failed_message_leaves_the_connection_able_to_defer(
+    one_connection: PostgresStorage,
+) -> None:
     """A message that fails may or may not have run its PREPAREs (they go first; a transaction
     that had already failed runs none), and one never sent ran none. Either way the connection's
     next deferred writes work."""
-    if not db_url.startswith("postgres"):
-        pytest.skip("SQLite runs a deferred write at once")
-    storage = await PostgresStorage(db_url, pool_size=1).open()
-    try:
-        async with storage.transaction() as tx:
-            await tx.execute("insert_group", "taken", "-", 1)
-        # Never sent: the transaction's body raised before its message went.
-        with pytest.raises(ZeroDivisionError):
-            async with storage.transaction() as tx:
-                await tx.defer("insert_resolution", "t", "g", "completed")
-                1 / 0  # noqa: B018
+    storage = one_connection
+    async with storage.transaction() as tx:
+        await tx.execute("insert_group", "taken", "-", 1)
+    # Never sent: the transaction's body raised before its message went.
+    with pytest.raises(ZeroDivisionError):
         async with storage.transaction() as tx:
             await tx.defer("insert_resolution", "t", "g", "completed")
-        # Prepared, then failed: the write after the PREPARE broke the message.
-        with pytest.raises(UniqueViolation):
-            async with storage.transaction() as tx:
-                await tx.defer("insert_group", "taken", "-", 1)
+            1 / 0  # noqa: B018
+    async with storage.transaction() as tx:
+        await tx.defer("insert_resolution", "t", "g", "completed")
+    # Prepared, then failed: the write after the PREPARE broke the message.
+    with pytest.raises(UniqueViolation):
         async with storage.transaction() as tx:
-            await tx.defer("insert_group", "after-a-failed-write", "-", 1)
-        # Not prepared: the transaction had failed already, so the message ran nothing.
-        with pytest.raises(Exception, match="aborted"):
-            async with storage.transaction() as tx:
-                with pytest.raises(UniqueViolation):
-                    await tx.execute("insert_group", "taken", "-", 1)
-                await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)])
+            await tx.defer("insert_group", "taken", "-", 1)
+    async with storage.transaction() as tx:
+        await tx.defer("insert_group", "after-a-failed-write", "-", 1)
+    # Not prepared: the transaction had failed already, so the message ran nothing.
+    with pytest.raises(Exception, match="aborted"):
         async with storage.transaction() as tx:
-            await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 2)])
-            await tx.defer("insert_group", "after-a-failed-transaction", "-", 1)
-        assert set(await _prepared(storage)) == {"ty_insert_resolution", "ty_insert_group", "ty_insert_event"}
-        assert await groups(storage, "after-a-failed-write", "after-a-failed-transaction") == [
-            "after-a-failed-write",
-            "after-a-failed-transaction",
-        ]
-    finally:
-        await storage.close()
+            with pytest.raises(UniqueViolation):
+                await tx.execute("insert_group", "taken", "-", 1)
+            await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 1)])
+    async with storage.transaction() as tx:
+        await tx.defer_many("insert_event", [("e", "r", "[]", "{}", 2)])
+        await tx.defer("insert_group", "after-a-failed-transaction", "-", 1)
+    assert set(await _prepared(storage)) == {"ty_insert_resolution", "ty_insert_group", "ty_insert_event"}
+    assert await groups(storage, "after-a-failed-write", "after-a-failed-transaction") == [
+        "after-a-failed-write",
+        "after-a-failed-transaction",
+    ]
 
 
 @pytest.mark.postgres

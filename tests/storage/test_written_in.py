@@ -26,21 +26,18 @@ async def _take(storage: Storage, count: int) -> list[Row]:
 
 
 @pytest.mark.postgres
-async def test_on_postgresql_each_claim_count_has_a_statement_of_its_own(db_url: str) -> None:
-    if not db_url.startswith("postgres"):
-        pytest.skip("SQLite plans a statement when it prepares it")
-    storage = await PostgresStorage(db_url, pool_size=1).open()
-    try:
-        for n in range(3):
-            await _pending(storage, f"t{n}", 0, n)
-        assert [r["task_id"] for r in await _take(storage, 1)] == ["t0"]
-        assert [r["task_id"] for r in await _take(storage, 2)] == ["t1", "t2"]
-        async with storage._open_pool().acquire() as conn:  # type: ignore[attr-defined]
-            texts = [r["statement"] for r in await conn.fetch("SELECT statement FROM pg_prepared_statements")]
-        claims = [text for text in texts if "Take the first claimable runs" in text]
-        assert len(claims) == 2
-        assert any("LIMIT 1\n" in text for text in claims) and any("LIMIT 2\n" in text for text in claims)
-        with pytest.raises(TypeError, match="takes an int"):
-            await _take(storage, "1")  # type: ignore[arg-type]
-    finally:
-        await storage.close()
+async def test_on_postgresql_each_claim_count_has_a_statement_of_its_own(
+    one_connection: PostgresStorage,
+) -> None:
+    storage = one_connection
+    for n in range(3):
+        await _pending(storage, f"t{n}", 0, n)
+    assert [r["task_id"] for r in await _take(storage, 1)] == ["t0"]
+    assert [r["task_id"] for r in await _take(storage, 2)] == ["t1", "t2"]
+    async with storage._open_pool().acquire() as conn:
+        texts = [r["statement"] for r in await conn.fetch("SELECT statement FROM pg_prepared_statements")]
+    claims = [text for text in texts if "Take the first claimable runs" in text]
+    assert len(claims) == 2
+    assert any("LIMIT 1\n" in text for text in claims) and any("LIMIT 2\n" in text for text in claims)
+    with pytest.raises(TypeError, match="takes an int"):
+        await _take(storage, "1")  # type: ignore[arg-type]
