@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aio_pika
 import httpx
@@ -253,7 +253,7 @@ async def scratch_database(admin_url: str) -> AsyncIterator[str]:
     try:
         await admin.execute(f"CREATE DATABASE {name}")
         try:
-            yield admin_url.rsplit("/", 1)[0] + "/" + name
+            yield urlsplit(admin_url)._replace(path="/" + name).geturl()  # its ?host=... kept
         finally:
             await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     finally:

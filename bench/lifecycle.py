@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 # httpcore tries `import sniffio` on every request; without sniffio installed each failed import
 # searches sys.path again (~0.15 ms of bench CPU per request). Recording it as absent makes it instant.
@@ -938,6 +938,11 @@ async def pg_admin(sql: str) -> None:
         await conn.close()
 
 
+def database_url(url: str, database: str) -> str:
+    """`url` naming `database` instead, its query (`?host=/run/postgresql` ...) kept."""
+    return urlsplit(url)._replace(path="/" + database).geturl()
+
+
 @contextlib.asynccontextmanager
 async def scratch_database(name: str) -> Any:
     """Yield the URL of a fresh PostgreSQL database (None if PostgreSQL is unavailable); drop it after."""
@@ -952,7 +957,7 @@ async def scratch_database(name: str) -> Any:
         yield None
         return
     try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + db_name
+        yield database_url(PG_ADMIN_URL, db_name)
     finally:
         try:
             await pg_admin(f"DROP DATABASE IF EXISTS {db_name} WITH (FORCE)")
