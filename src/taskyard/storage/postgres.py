@@ -220,9 +220,8 @@ class _Session(BaseSession[asyncpg.Connection]):
         self._deferred_names.extend(name for _ in rows)
 
     async def _prepare(self, name: str) -> None:
-        """PREPARE query `name` with the next message, unless this connection has it already."""
-        if name in self._written_in:
-            raise TypeError(f"query {name} has a parameter written in: it can't be deferred")
+        """PREPARE query `name` with the next message, unless this connection has it already. (A
+        query with a parameter written in is prepared with the parameter: deferred, it is sent.)"""
         known = self._prepared.names
         if known is None:  # a failed message left it unsure: ask (one read, once)
             try:
