@@ -1,7 +1,7 @@
 """Events through RabbitMQ: the relay's publish rate with confirms, and commit-to-consumer latency.
 
 1. rate      N task-pending events are written to the outbox (in transactions of 100), then the
-             relay drains it through the RabbitMQ bus, each batch deleted only once the broker
+             relay drains it through the RabbitMQ bus, each batch recorded published only once the broker
              confirmed it; events/s = N / drain time. With both profiles each event is two
              messages (tc and seed). A consumer bound to both checks every message arrived.
              The consumer reads them only afterwards, so that it takes no CPU from the relay.
@@ -138,10 +138,10 @@ async def measure_rate(storage: Storage, bus: AmqpBus, counter: Counter, provisi
     print(
         f"rate:    {drained} events in {elapsed:.2f} s = {drained / elapsed:,.0f} events/s "
         f"({drained * per_event / elapsed:,.0f} messages/s, profiles {','.join(bus.profiles.names)}), "
-        "each batch confirmed before its delete committed"
+        "each batch confirmed before it was recorded published"
     )
     print(
-        f"         relay CPU (this process: outbox reads and deletes, publishing): "
+        f"         relay CPU (this process: outbox reads, publishing, the log): "
         f"{cpu / drained * 1e6:.0f} us per event, {cpu / (drained * per_event) * 1e6:.0f} us per message"
     )
 

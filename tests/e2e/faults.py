@@ -141,7 +141,9 @@ def unresolved(db_url: str, group: str) -> list[str]:
 
 
 def outbox_size(db_url: str) -> int:
-    (row,) = db_rows(db_url, "SELECT count(*) FROM outbox", "SELECT count(*) FROM outbox")
+    """Events written and not yet published."""
+    count = "SELECT count(*) FROM unpublished_events"
+    (row,) = db_rows(db_url, count, count)
     return int(row[0])
 
 

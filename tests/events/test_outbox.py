@@ -1,4 +1,4 @@
-"""The relay deletes a batch from the outbox only once the bus accepted all of it."""
+"""The relay records a batch published only once the bus accepted all of it."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ class FlakyBus(MemoryBus):
         self.up.set()
 
 
-async def test_a_failed_publish_rolls_the_delete_back(
+async def test_a_failed_publish_leaves_the_batch_unpublished(
     queue: Queue, storage: Storage, clock: FakeClock
 ) -> None:
     bus = FlakyBus()
@@ -59,7 +59,7 @@ async def test_a_failed_publish_rolls_the_delete_back(
     await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
     with pytest.raises(BusUnavailable):
         await relay.relay_once()
-    with pytest.raises(BusUnavailable):  # the same batch again: nothing was deleted
+    with pytest.raises(BusUnavailable):  # the same batch again: nothing was recorded
         await relay.relay_once()
     bus.come_back()
     assert await relay.relay_once() == 2

@@ -38,7 +38,8 @@ async def test_text_is_stored_as_given(storage: Storage) -> None:
         await tx.defer_many("insert_event", rows)
         await tx.defer("insert_group", AWKWARD, "-", -5)
     async with storage.transaction() as tx:
-        taken = await tx.fetch("take_events", 10, outbox._RELAY_LOCK)
+        await tx.defer("lock_relay", outbox._RELAY_LOCK)
+        taken = await tx.fetch("take_events", 10)
     got = sorted((r["exchange"], r["routing_key"], r["cc"], r["body"]) for r in taken)
     assert got == sorted(row[:4] for row in rows)
     assert await groups(storage, AWKWARD) == [AWKWARD]

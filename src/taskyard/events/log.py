@@ -1,14 +1,15 @@
 """The event log: what the relay published, kept for a while so the HTTP stream can replay it.
 
-The relay appends each batch it publishes to the `event_log` table in the transaction that takes
-the batch from the outbox (`append_tx`), so an event is in the log exactly when it was published.
-Only one relay publishes at a time (its advisory lock; SQLite's single writer), so the log's ids
-grow in publishing order and a reader that asks for `id > last` never misses one that commits
-later. The ids are the stream's event ids (`docs/protocol.md`).
+The relay appends the ids of each batch it publishes to the `event_log` table in the transaction
+that records the batch published (`append_tx`), so an event is in the log exactly when it was
+published. The events themselves stay in the outbox, written once (outbox.py). Only one relay
+publishes at a time (its advisory lock; SQLite's single writer), so the log's ids grow in
+publishing order and a reader that asks for `id > last` never misses one that commits later.
+The ids are the stream's event ids (`docs/protocol.md`).
 
-Rows older than the retention window are deleted in batches (`prune_forever`); the highest id
-deleted is recorded, so that a client asking to resume from before it learns it missed events
-instead of silently skipping them.
+Rows older than the retention window are deleted in batches (`prune_forever`), their events from
+the outbox with them; the highest id deleted is recorded, so that a client asking to resume from
+before it learns it missed events instead of silently skipping them.
 """
 
 from __future__ import annotations
@@ -48,20 +49,11 @@ class End:
     pruned: int
 
 
-async def append_tx(tx: Tx, messages: Sequence[Message], now: int) -> None:
-    """Log `messages`, published at `now`, in the relay's transaction; wake every stream after commit."""
-    rows = [
-        (m.exchange, m.routing_key, orjson.dumps(m.cc).decode(), orjson.dumps(m.body).decode())
-        for m in messages
-    ]
-    await append_rows_tx(tx, rows, now)
-
-
-async def append_rows_tx(tx: Tx, rows: Sequence[tuple[str, str, str, str]], now: int) -> None:
-    """`append_tx` for events already serialized: (exchange, routing key, CCs as JSON, body as JSON),
-    as the outbox holds them, so the relay writes its rows' text without decoding and encoding it."""
-    if rows:  # one statement (a JSON list of the rows), with COMMIT, after the publish
-        await tx.defer("log_events", now, orjson.dumps(rows).decode())
+async def append_tx(tx: Tx, events: Sequence[int], now: int) -> None:
+    """Log the events (outbox ids) the relay published at `now`, in that order, in its transaction;
+    wake every stream after commit."""
+    if events:  # one statement, sent with COMMIT after the publish
+        await tx.defer("log_events", now, list(events))
     tx.notify(CHANNEL, "")
 
 
@@ -90,6 +82,7 @@ async def prune_once(storage: Storage, before: int, batch: int = PRUNE_BATCH) ->
         through = await tx.fetchval("event_log_prunable", before, batch)
         if through is None:
             return 0
+        await tx.execute("prune_events", int(through))
         deleted = await tx.execute("prune_event_log", int(through))
         await tx.execute("mark_event_log_pruned", int(through))
     return deleted

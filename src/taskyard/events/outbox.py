@@ -1,17 +1,21 @@
-"""The outbox relay: publishes committed events in commit order, then deletes them.
+"""The outbox relay: publishes committed events in commit order, and logs what it published.
 
 Every state change writes its events into the `outbox` table in its own transaction. The
-relay reads them after commit, publishes, and deletes what was published: an event is
-published at least once, never for a change that rolled back. Only one relay works at a
-time across processes (an advisory lock), which keeps the order.
+relay reads them after commit and publishes them: an event is published at least once, never
+for a change that rolled back. Only one relay works at a time across processes (an advisory
+lock), which keeps the order.
 
-The relay takes a batch (deleting it) and publishes it inside one transaction: the delete
-commits only once the bus accepted the whole batch (RabbitMQ: confirmed every message). If the
-publish fails the transaction rolls back and the batch stays, to be published again. While the
-bus is unavailable the relay waits for it to come back rather than retrying against it.
+The relay takes a batch and publishes it inside one transaction, which records the batch as
+published only once the bus accepted all of it (RabbitMQ: confirmed every message). If the
+publish fails the transaction rolls back and the batch is taken again. While the bus is
+unavailable the relay waits for it to come back rather than retrying against it.
 
-The same transaction appends the batch to the event log (log.py), which the HTTP event stream
-follows: an event is in the log exactly when the bus accepted it.
+A published event stays in the outbox: the outbox is the event log's store, and the same
+transaction appends the batch's ids to the event log (log.py), which the HTTP event stream
+follows, so an event is in the log exactly when the bus accepted it. Its row goes when the log's
+retention prunes it. Which events are published is the database's to tell: on SQLite, those up
+to an id (one writer: ids grow in commit order); on PostgreSQL, where transactions commit in
+another order than they took their ids, those a snapshot shows (migration 0013's comment).
 """
 
 from __future__ import annotations
@@ -106,18 +110,23 @@ class OutboxRelay:
             self._wake.clear()
 
     async def relay_once(self) -> int:
-        """Publish and delete one batch; answer how many events it held.
+        """Publish one batch and record it published; answer how many events it held.
 
-        The delete commits only if the publish returned: a publish that raises leaves the batch
-        in the outbox.
+        The record commits only if the publish returned: a publish that raises leaves the batch
+        to be taken again.
         """
         async with self._storage.transaction() as tx:
-            rows = sorted(await tx.fetch("take_events", BATCH, _RELAY_LOCK), key=lambda r: int(r["id"]))
-            if rows:
-                logged = [(r["exchange"], r["routing_key"], r["cc"], r["body"]) for r in rows]
-                await event_log.append_rows_tx(tx, logged, self._clock())
-                await self._bus.publish([_message(r) for r in rows])
-        return len(rows)
+            await tx.defer("lock_relay", _RELAY_LOCK)
+            # One more than a batch: whether the batch ends its window (PostgreSQL's), so that a
+            # window left open always holds another event.
+            rows = await tx.fetch("take_events", BATCH + 1)
+            batch = rows[:BATCH]
+            if batch:
+                last = batch[-1]
+                await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock())
+                await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
+                await self._bus.publish([_message(r) for r in batch])
+        return len(batch)
 
 
 def _message(row: Row) -> Message:

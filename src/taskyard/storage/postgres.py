@@ -72,6 +72,7 @@ from taskyard.storage.port import (
 )
 
 log = logging.getLogger(__name__)
+_OUTBOX_LOG_SCHEMA = 13  # the migration that made the outbox the event log's store
 _WORDS = {
     "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
@@ -417,7 +418,8 @@ class PostgresStorage:
             )
             applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
             schema.check_applied(applied, "postgres", self.url_for_humans)
-            for version, name, statements in _queries.migrations("postgres", _WORDS):
+            migrations = _queries.migrations("postgres", _WORDS)
+            for version, name, statements in migrations:
                 if version in applied:
                     continue
                 for statement in statements:
@@ -425,6 +427,19 @@ class PostgresStorage:
                 await conn.execute(
                     "INSERT INTO schema_migrations VALUES ($1, $2, $3)", version, name, dates.now_ms()
                 )
+            if migrations[-1][0] >= _OUTBOX_LOG_SCHEMA:  # else (a test's old schema) nothing to re-date
+                await self._rebase_outbox(conn)
+
+    async def _rebase_outbox(self, conn: asyncpg.Connection) -> None:
+        """Re-date the outbox if its transaction ids are ahead of this cluster's, before anything
+        writes (`rebase_outbox`)."""
+        redated = await conn.fetchval(_queries.load("postgres")["rebase_outbox"])
+        if redated:
+            log.warning(
+                "the outbox's transaction ids are ahead of this PostgreSQL's (a database restored into "
+                "another cluster): re-dated its %d events, each keeping whether it was published",
+                redated,
+            )
 
     async def _connected(self, conn: asyncpg.Connection) -> None:
         """A new pooled connection: it has prepared nothing yet, and forgets it all when it closes."""

@@ -39,11 +39,10 @@ SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
                                          run_id integer, inserted bigint, expires bigint)
 
 -- name: log_events
--- Events the relay published at $1, in the order of the JSON list $2 of [exchange, routing_key, cc,
--- body]: their ids count in that order.
-INSERT INTO event_log (published, exchange, routing_key, cc, body)
-SELECT $1::bigint, e ->> 0, e ->> 1, e ->> 2, e ->> 3
-  FROM json_array_elements($2::json) WITH ORDINALITY AS v(e, n) ORDER BY n
+-- The events (outbox ids, the JSON list $2) the relay published at $1, in that order: their log ids
+-- count in it.
+INSERT INTO event_log (published, event)
+SELECT $1::bigint, e FROM unnest($2::bigint[]) WITH ORDINALITY AS v(e, n) ORDER BY n
 
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
@@ -104,12 +103,60 @@ SELECT id FROM task_resolutions WHERE id = $1 FOR UPDATE SKIP LOCKED
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
  WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE SKIP LOCKED
 
+-- name: lock_relay
+-- Only one relay at a time across processes, and in commit order: sent ahead of take_events (a
+-- deferred write), so that statement's snapshot sees what the relay before it committed.
+SELECT pg_advisory_xact_lock($1)
+
 -- name: take_events
--- Only one relay at a time across processes (the advisory lock keeps commit order). The rows
--- go with the transaction: deleted if it commits, back in place if it rolls back.
-DELETE FROM outbox
- WHERE id IN (SELECT id FROM outbox WHERE pg_try_advisory_xact_lock($2) ORDER BY id LIMIT $1)
-RETURNING id, exchange, routing_key, cc, body
+-- The next $1 events to publish, in order: those of the open window (or of one opened now, up to
+-- this statement's snapshot) after its cursor, which a window starts at `done`'s xmin: no older
+-- row is unpublished. Each answers the window's end and its own xid, for `relayed` (migration
+-- 0013 tells the scheme). LATERAL and LIMIT 1: the outbox is read from the cursor on, whatever
+-- the planner's statistics say of the one-row state table (unanalyzed, it guesses hundreds of
+-- rows, and a plan costly enough to be compiled, which took half a second).
+SELECT o.id, o.xid::text AS xid, r.window_end::text AS window_end, o.exchange, o.routing_key, o.cc, o.body
+  FROM (SELECT done, COALESCE(window_end, pg_current_snapshot()) AS window_end,
+               CASE WHEN window_end IS NULL THEN pg_snapshot_xmin(done) ELSE after_xid END AS after_xid,
+               CASE WHEN window_end IS NULL THEN -9223372036854775808 ELSE after_id END AS after_id
+          FROM outbox_relayed LIMIT 1) AS r
+ CROSS JOIN LATERAL (
+    SELECT * FROM outbox
+     WHERE (xid, id) > (r.after_xid, r.after_id) AND xid < pg_snapshot_xmax(r.window_end)
+       AND pg_visible_in_snapshot(xid, r.window_end) AND NOT pg_visible_in_snapshot(xid, r.done)
+     ORDER BY xid, id
+     LIMIT $1
+ ) AS o
+ ORDER BY o.xid, o.id
+
+-- name: relayed
+-- The relay published the window ending at snapshot $1 up to event ($2 xid, $3 id); $4: that was
+-- the window's last event, so every event that snapshot shows is published.
+UPDATE outbox_relayed
+   SET done = CASE WHEN $4::boolean THEN $1::pg_snapshot ELSE done END,
+       window_end = CASE WHEN $4::boolean THEN NULL ELSE $1::pg_snapshot END,
+       after_xid = CASE WHEN $4::boolean THEN '0'::xid8 ELSE $2::xid8 END,
+       after_id = CASE WHEN $4::boolean THEN 0 ELSE $3::bigint END
+
+-- name: rebase_outbox
+-- A database restored into a cluster whose transaction ids are behind those it was dumped from:
+-- its rows and snapshots mean nothing against the new ids. Before anything writes, each event
+-- keeps its state under the old ids (2: published, 3: not) and `done` starts over; answers how
+-- many rows it re-dated (0: the ids are in order, nothing done).
+WITH behind AS (
+    SELECT 1 FROM outbox_relayed
+     WHERE GREATEST(pg_snapshot_xmax(done), pg_snapshot_xmax(COALESCE(window_end, done)))
+           > pg_snapshot_xmax(pg_current_snapshot())
+), redated AS (
+    UPDATE outbox SET xid = CASE WHEN id IN (SELECT id FROM unpublished_events) THEN '3'::xid8
+                                 ELSE '2'::xid8 END
+     WHERE EXISTS (SELECT 1 FROM behind)
+    RETURNING 1
+), reset AS (
+    UPDATE outbox_relayed SET done = '3:3:', window_end = NULL, after_xid = '0', after_id = 0
+     WHERE EXISTS (SELECT 1 FROM behind)
+)
+SELECT count(*) FROM redated
 
 -- name: update_task_checked
 -- A task row's update, checked (Tx.defer_checked): a deferred write whose answer nobody reads,

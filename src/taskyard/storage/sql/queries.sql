@@ -158,14 +158,14 @@ SELECT task_queue_id, count(*) AS claimed
 
 -- name: metrics_outbox
 -- Events not yet relayed (counted up to $1) and when the oldest was written.
-SELECT (SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) AS capped) AS depth,
-       (SELECT created FROM outbox ORDER BY id LIMIT 1) AS oldest
+SELECT (SELECT count(*) FROM (SELECT 1 FROM unpublished_events LIMIT $1) AS capped) AS depth,
+       (SELECT min(created) FROM unpublished_events) AS oldest
 
 -- name: logged_events
 -- The published events after id $1 up to id $2, oldest first, at most $3.
-SELECT id, exchange, routing_key, cc, body FROM event_log
- WHERE id > $1 AND id <= $2
- ORDER BY id LIMIT $3
+SELECT l.id, o.exchange, o.routing_key, o.cc, o.body FROM event_log l JOIN outbox o ON o.id = l.event
+ WHERE l.id > $1 AND l.id <= $2
+ ORDER BY l.id LIMIT $3
 
 -- name: event_log_end
 -- The newest id published and the highest pruned (0 and 0 for an empty log).
@@ -174,6 +174,10 @@ SELECT COALESCE((SELECT MAX(id) FROM event_log), 0) AS newest, (SELECT through F
 -- name: event_log_prunable
 -- The highest id among the oldest $2 events published before $1 (NULL: none).
 SELECT MAX(id) FROM (SELECT id FROM event_log WHERE published < $1 ORDER BY id LIMIT $2) AS old
+
+-- name: prune_events
+-- The events of the log's ids up to $1: each is in the outbox until its log entry goes.
+DELETE FROM outbox WHERE id IN (SELECT event FROM event_log WHERE id <= $1)
 
 -- name: prune_event_log
 DELETE FROM event_log WHERE id <= $1
@@ -365,7 +369,7 @@ SELECT task_group_id FROM task_groups
 SELECT id, task_id FROM task_resolutions
 
 -- name: consistency_outbox
-SELECT id, exchange, routing_key, cc, body FROM outbox ORDER BY id
+SELECT id, exchange, routing_key, cc, body FROM unpublished_events ORDER BY id
 
 -- name: schema_versions
 -- The migrations a database has applied, oldest first (`taskyard migrate` reports them).
@@ -483,7 +487,8 @@ SELECT task_group_id, max(created) AS latest
 
 -- name: ui_dashboard_recent_events
 -- The $1 events published last, the newest first (the log's own order: its ids).
-SELECT published, exchange, routing_key FROM event_log ORDER BY id DESC LIMIT $1
+SELECT l.published, o.exchange, o.routing_key FROM event_log l JOIN outbox o ON o.id = l.event
+ ORDER BY l.id DESC LIMIT $1
 
 -- name: ui_dashboard_workers
 -- Per task queue: its live workers, and how many of them are quarantined at $1; at most $2 queues.

@@ -41,10 +41,9 @@ SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', valu
   FROM json_each($1)
 
 -- name: log_events
--- Events the relay published at $1, in the order of the JSON list $2 of [exchange, routing_key, cc,
--- body]: their ids count in that order.
-INSERT INTO event_log (published, exchange, routing_key, cc, body)
-SELECT $1, value ->> 0, value ->> 1, value ->> 2, value ->> 3 FROM json_each($2) ORDER BY key
+-- The events (outbox ids, the JSON list $2) the relay published at $1, in that order: their log ids
+-- count in it.
+INSERT INTO event_log (published, event) SELECT $1, value FROM json_each($2) ORDER BY key
 
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
@@ -112,11 +111,20 @@ SELECT id FROM task_resolutions WHERE id = $1
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions
  WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id
 
+-- name: lock_relay
+-- BEGIN IMMEDIATE already makes the relay the only writer: nothing to lock.
+SELECT $1 WHERE FALSE
+
 -- name: take_events
--- BEGIN IMMEDIATE already makes this the only writer; $2 (the lock key elsewhere) is unused.
-DELETE FROM outbox
- WHERE id IN (SELECT id FROM outbox WHERE $2 = $2 ORDER BY id LIMIT $1)
-RETURNING id, exchange, routing_key, cc, body
+-- The next $1 events to publish: one writer at a time, so ids grow in commit order. No windows
+-- here (PostgreSQL's): xid and window_end are NULL.
+SELECT id, NULL AS xid, NULL AS window_end, exchange, routing_key, cc, body FROM outbox
+ WHERE id > (SELECT through_id FROM outbox_relayed)
+ ORDER BY id LIMIT $1
+
+-- name: relayed
+-- The relay published every event up to id $3 ($1, $2 and $4 are PostgreSQL's windows).
+UPDATE outbox_relayed SET through_id = $3 WHERE $1 IS $1 AND $2 IS $2 AND $4 IS $4
 
 -- name: join_group
 -- Join a task to its group: create the group, renew it if it expired before :now, or extend its
