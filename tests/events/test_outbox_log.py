@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from taskyard.events import log as event_log
@@ -24,6 +25,7 @@ from taskyard.events.outbox import OutboxRelay
 from taskyard.model.messages import Message
 from taskyard.storage import _queries, open_storage
 from taskyard.storage.port import Storage
+from taskyard.storage.postgres import OldPostgres
 from tests.conftest import FakeClock, _pg_admin, _pg_url, need_postgres
 from tests.upgrade.databases import execute_raw, fetch_raw
 
@@ -62,9 +64,9 @@ async def relay_all(relay: OutboxRelay) -> list[int]:
     return sizes
 
 
-def need_postgres_url(db_url: str) -> None:
+def need_postgres_url(db_url: str, why: str = "SQLite has one writer: its ids grow in commit order") -> None:
     if not db_url.startswith("postgres"):
-        pytest.skip("SQLite has one writer: its ids grow in commit order")
+        pytest.skip(why)
 
 
 async def test_a_published_event_is_read_from_the_outbox_until_the_log_prunes_it(
@@ -266,3 +268,14 @@ async def test_a_restore_into_a_cluster_whose_ids_are_behind_loses_nothing(db_ur
     finally:
         await bus.close()
         await storage.close()
+
+
+async def test_a_postgresql_older_than_13_is_refused_by_name(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its transaction ids have no xid8: opening says so, rather than failing in a migration."""
+    need_postgres_url(db_url, "SQLite is part of taskyard: no server version to check")
+    old = asyncpg.types.ServerVersion(12, 18, 0, "final", 0)
+    monkeypatch.setattr(asyncpg.Connection, "get_server_version", lambda self: old)
+    with pytest.raises(OldPostgres, match=r"is version 12\.18; taskyard needs 13 or later"):
+        await open_storage(db_url)

@@ -56,6 +56,7 @@ from typing import Any, NoReturn
 import asyncpg
 
 from taskyard.model import dates
+from taskyard.model.errors import TaskyardError
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
 from taskyard.storage.counting import record
@@ -73,6 +74,7 @@ from taskyard.storage.port import (
 
 log = logging.getLogger(__name__)
 _OUTBOX_LOG_SCHEMA = 13  # the migration that made the outbox the event log's store
+MIN_POSTGRES = 13  # xid8 and pg_snapshot (migration 0013)
 _WORDS = {
     "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
@@ -100,6 +102,10 @@ _CALLER_MISTAKES = (
     asyncpg.exceptions.UnsupportedClientFeatureError,
     asyncpg.exceptions.UnsupportedServerFeatureError,
 )
+
+
+class OldPostgres(TaskyardError):
+    """The PostgreSQL server is older than taskyard's schema needs."""
 
 
 def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
@@ -411,6 +417,12 @@ class PostgresStorage:
 
     async def _migrate(self) -> None:
         async with self._open_pool().acquire() as conn, conn.transaction():
+            version = conn.get_server_version()
+            if version.major < MIN_POSTGRES:
+                raise OldPostgres(
+                    f"PostgreSQL at {self.url_for_humans} is version {version.major}.{version.minor}; "
+                    f"taskyard needs {MIN_POSTGRES} or later (the outbox records transaction ids as xid8)"
+                )
             await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations "
