@@ -110,24 +110,39 @@ SELECT pg_advisory_xact_lock($1)
 
 -- name: take_events
 -- The next $1 events to publish, in order: those of the open window (or of one opened now, up to
--- this statement's snapshot) after its cursor, which a window starts at `done`'s xmin: no older
--- row is unpublished. Each answers the window's end and its own xid, for `relayed` (migration
--- 0013 tells the scheme). LATERAL and LIMIT 1: the outbox is read from the cursor on, whatever
--- the planner's statistics say of the one-row state table (unanalyzed, it guesses hundreds of
--- rows, and a plan costly enough to be compiled, which took half a second).
+-- this statement's snapshot) after its cursor. Each answers the window's end and its own xid, for
+-- `relayed` (migration 0013 tells the scheme). What `done` does not show is the rows of the
+-- transactions it saw running (its xip list: a few) and those from its xmax on: read as two
+-- parts, each from the cursor on, the second an ordered range, so that neither a transaction
+-- left open for long nor a backlog makes a page read more than it takes. LATERAL and LIMIT 1: so
+-- whatever the planner's statistics say of the one-row state table (unanalyzed, it guesses
+-- hundreds of rows, and a plan costly enough to be compiled, which took half a second).
 SELECT o.id, o.xid::text AS xid, r.window_end::text AS window_end, o.exchange, o.routing_key, o.cc, o.body
-  FROM (SELECT done, COALESCE(window_end, pg_current_snapshot()) AS window_end,
-               CASE WHEN window_end IS NULL THEN pg_snapshot_xmin(done) ELSE after_xid END AS after_xid,
-               CASE WHEN window_end IS NULL THEN -9223372036854775808 ELSE after_id END AS after_id
-          FROM outbox_relayed LIMIT 1) AS r
+  FROM (SELECT done, window_end, after_xid, after_id,
+               -- the second part's start: the cursor, if it is there already, else done's xmax
+               CASE WHEN after_xid >= pg_snapshot_xmax(done) THEN after_xid
+                    ELSE pg_snapshot_xmax(done) END AS range_xid,
+               CASE WHEN after_xid >= pg_snapshot_xmax(done) THEN after_id
+                    ELSE -9223372036854775808 END AS range_id
+          FROM (SELECT done, COALESCE(window_end, pg_current_snapshot()) AS window_end,
+                       CASE WHEN window_end IS NULL THEN '0'::xid8 ELSE after_xid END AS after_xid,
+                       CASE WHEN window_end IS NULL THEN -9223372036854775808 ELSE after_id END AS after_id
+                  FROM outbox_relayed LIMIT 1) AS state) AS r
  CROSS JOIN LATERAL (
-    SELECT * FROM outbox
-     WHERE (xid, id) > (r.after_xid, r.after_id) AND xid < pg_snapshot_xmax(r.window_end)
-       AND pg_visible_in_snapshot(xid, r.window_end) AND NOT pg_visible_in_snapshot(xid, r.done)
-     ORDER BY xid, id
-     LIMIT $1
+    (SELECT * FROM outbox
+      WHERE xid = ANY(ARRAY(SELECT pg_snapshot_xip(r.done))) AND (xid, id) > (r.after_xid, r.after_id)
+        AND pg_visible_in_snapshot(xid, r.window_end)
+      ORDER BY xid, id
+      LIMIT $1)
+    UNION ALL
+    (SELECT * FROM outbox
+      WHERE (xid, id) > (r.range_xid, r.range_id)
+        AND xid < pg_snapshot_xmax(r.window_end) AND pg_visible_in_snapshot(xid, r.window_end)
+      ORDER BY xid, id
+      LIMIT $1)
  ) AS o
  ORDER BY o.xid, o.id
+ LIMIT $1
 
 -- name: relayed
 -- The relay published the window ending at snapshot $1 up to event ($2 xid, $3 id); $4: that was
