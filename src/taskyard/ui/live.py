@@ -9,9 +9,10 @@ the database: when the stream opens, then at most once a second while tasks chan
 (the task stream only: an artifact was created) and `stale` (updates were missed: reload).
 docs/ui.md, "Live updates", has the format.
 
-`?after=<position>` (a page puts the feed's position when it was rendered, see `group_url` and
-`task_url`) and the `Last-Event-ID` header of a reconnecting browser replay what came after it
-from the event log first, so a page misses nothing between its rendering and its stream. A server
+`?after=<position>` (the group page puts the feed's position from before it read the database,
+see `group_url`) and the `Last-Event-ID` header of a reconnecting browser replay what came after
+it from the event log first, so a page misses nothing between its rendering and its stream. (The
+task page polls its status instead; the task stream is there for other clients.) A server
 built without a feed (`services.events` None) answers 404: the page then simply is not live.
 """
 
@@ -71,12 +72,6 @@ def _position(ui: UI) -> str:
 def group_url(ui: UI, task_group_id: str) -> str:
     """The live updates of a group, from now on (empty: this server has none)."""
     base = f"/ui/live/groups/{quote(task_group_id, safe='')}"
-    return "" if ui.services.events is None else base + _position(ui)
-
-
-def task_url(ui: UI, task_id: str) -> str:
-    """The live updates of a task, from now on (empty: this server has none)."""
-    base = f"/ui/live/tasks/{quote(task_id, safe='')}"
     return "" if ui.services.events is None else base + _position(ui)
 
 
