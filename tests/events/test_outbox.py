@@ -20,7 +20,7 @@ from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import Message
 from taskyard.queue import tasks
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Storage
+from taskyard.storage.port import Session, Storage
 from tests.conftest import FakeClock, new_queue, until
 from tests.queue.helpers import definition, new_id
 
@@ -198,3 +198,45 @@ async def test_a_backlog_is_relayed_a_batch_per_turn_of_the_loop(
                 await task
         await bus.close()
     assert len(set(published_in)) == 4  # each batch in a turn of its own
+
+
+async def test_with_no_stream_open_the_feed_follows_the_log_without_reading_it(
+    queue: Queue, storage: Storage, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relay's notification carries the log's newest id: a feed nobody follows takes it from
+    there, where it read the log's end after every batch."""
+    feed = EventFeed(storage, Profiles(), poll_seconds=60.0)
+    reads: list[str] = []
+    ends, reads_of = event_log.end, event_log.read
+
+    async def counted_end(session: Session) -> event_log.End:
+        reads.append("end")
+        return await ends(session)
+
+    async def counted_read(session: Session, after: int, upto: int, limit: int) -> list[event_log.Logged]:
+        reads.append("read")
+        return await reads_of(session, after, upto, limit)
+
+    monkeypatch.setattr(event_log, "end", counted_end)
+    monkeypatch.setattr(event_log, "read", counted_read)
+    await feed.start()
+    await until(lambda: reads == ["end", "end"])  # where it starts, and its first look
+    relay = OutboxRelay(storage, MemoryBus(), clock=clock)
+    try:
+        for _ in range(3):
+            await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+            await relay.relay_once()
+        async with storage.reader() as session:
+            newest = (await ends(session)).newest
+        await until(lambda: feed.position == newest)  # PostgreSQL's notifications take a moment
+        assert reads == ["end", "end"]
+        follower = feed.follow([(TC_PREFIX + "task-defined", "#")])  # a stream: now it reads the log
+        task_id = new_id()
+        await tasks.create_task(queue, task_id, definition(clock.now), guard=ALLOW_ALL)
+        await relay.relay_once()
+        items = await follower.next(5.0)
+        assert [item.envelope.routing_key.split(".")[1] for item in items] == [task_id]
+        assert "read" in reads
+        feed.leave(follower)
+    finally:
+        await feed.close()

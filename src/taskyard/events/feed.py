@@ -166,8 +166,17 @@ class EventFeed:
         """Start at the end of the log: streams see what is published from now on (or replay)."""
         async with self._storage.reader() as session:
             self.position = (await event_log.end(session)).newest
-        await self._storage.listen(event_log.CHANNEL, lambda _: self._wake.set())
+        await self._storage.listen(event_log.CHANNEL, self._published)
         self._task = asyncio.create_task(self._run(), name="event-feed")
+
+    def _published(self, payload: str | None) -> None:
+        """A relay (of any process) logged events up to id `payload`. With no follower and no
+        catch-up under way, the position moves there without reading the log; else a catch-up
+        hands the followers what is new."""
+        if not self._followers and not self._reading.locked() and payload and payload.isdigit():
+            self.position = max(self.position, int(payload))
+            return
+        self._wake.set()
 
     async def close(self) -> None:
         if self._task is not None:

@@ -51,10 +51,12 @@ class End:
 
 async def append_tx(tx: Tx, events: Sequence[int], now: int) -> None:
     """Log the events (outbox ids) the relay published at `now`, in that order, in its transaction;
-    wake every stream after commit."""
-    if events:  # one statement, sent with COMMIT after the publish
-        await tx.defer("log_events", now, list(events))
-    tx.notify(CHANNEL, "")
+    after commit, notify every feed of the log's newest id (`EventFeed` needs nothing more when no
+    stream follows it)."""
+    if not events:
+        return
+    logged = await tx.fetch("log_events", now, list(events))
+    tx.notify(CHANNEL, str(max(int(row["id"]) for row in logged)))
 
 
 async def end(session: Session) -> End:

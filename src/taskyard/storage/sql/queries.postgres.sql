@@ -39,10 +39,11 @@ SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
                                          run_id integer, inserted bigint, expires bigint)
 
 -- name: log_events
--- The events (outbox ids, the JSON list $2) the relay published at $1, in that order: their log ids
--- count in it.
+-- The events (outbox ids, the list $2) the relay published at $1, in that order: their log ids
+-- count in it, and are answered (the newest goes with the relay's notification).
 INSERT INTO event_log (published, event)
 SELECT $1::bigint, e FROM unnest($2::bigint[]) WITH ORDINALITY AS v(e, n) ORDER BY n
+RETURNING id
 
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,

@@ -42,8 +42,9 @@ SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', valu
 
 -- name: log_events
 -- The events (outbox ids, the JSON list $2) the relay published at $1, in that order: their log ids
--- count in it.
+-- count in it, and are answered (the newest goes with the relay's notification).
 INSERT INTO event_log (published, event) SELECT $1, value FROM json_each($2) ORDER BY key
+RETURNING id
 
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
