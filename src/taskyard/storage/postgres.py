@@ -445,7 +445,7 @@ class PostgresStorage:
     async def _rebase_outbox(self, conn: asyncpg.Connection) -> None:
         """Re-date the outbox if its transaction ids are ahead of this cluster's, before anything
         writes (`rebase_outbox`)."""
-        redated = await conn.fetchval(_queries.load("postgres")["rebase_outbox"])
+        redated = await conn.fetchval(self._queries["rebase_outbox"])
         if redated:
             log.warning(
                 "the outbox's transaction ids are ahead of this PostgreSQL's (a database restored into "
