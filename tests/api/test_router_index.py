@@ -12,8 +12,9 @@ from taskyard.api.app import Services, build_app
 from taskyard.api.router import IndexedRouter
 from taskyard.ui.app import Pages
 
-METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH")
+METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND")
 PIECES = ("api", "queue", "auth", "v1", "task", "clients", "roles", "a%2Fb", "a/b", "x", "", "tasks", "ping")
+PIECES += ("%61pi", "claim-work", "runs", "0", "artifacts", "task-queues", "counts")
 
 
 def scan(routes: list[BaseRoute], scope: dict[str, Any]) -> tuple[BaseRoute, dict[str, Any]] | None:
@@ -56,7 +57,7 @@ def paths_of(routes: list[BaseRoute], rng: random.Random) -> list[str]:
             for part in parts[1:]:
                 filled.append(value + part.split("}", 1)[-1])
             found.append(parts[0] + "".join(filled))
-    found += ["/" + "/".join(rng.choice(PIECES) for _ in range(rng.randint(0, 7))) for _ in range(800)]
+    found += ["/" + "/".join(rng.choice(PIECES) for _ in range(rng.randint(0, 12))) for _ in range(1200)]
     return found
 
 

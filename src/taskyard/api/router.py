@@ -1,11 +1,14 @@
 """Finding a request's route: Starlette's router, with the routes indexed by the start of their path.
 
 Starlette tries every route's pattern in turn, ~250 of them here. `IndexedRouter` tries only the
-routes that could match: those whose literal start (the path before its first `{`, cut after at
-most `DEPTH` slashes) the request's path begins with, in the app's order. Any other kind of route
-is tried for every path. The first full match, else the first route with the path but another
-method (405), else 404: the same answers as the linear scan, since every route left out could not
-have matched at all.
+routes that could match, in the app's order:
+- those whose literal start (the path before its first `{`, cut after at most `DEPTH` slashes)
+  the request's path begins with, found by walking a tree of the starts' segments;
+- that match as many slashes as the path holds (a `{name}` takes none, a `{name:path}` any);
+- for the full match, that take the request's method.
+Any other kind of route is tried for every path. The first full match, else the first route with
+the path but another method (405), else 404: the same answers as the linear scan, since every
+route left out could not have matched at all (`tests/api/test_router_index.py` holds it).
 
 `RawPathRoute` matches the path as sent (`%2F` kept), so it is indexed by the raw path.
 """
@@ -13,14 +16,17 @@ have matched at all.
 from __future__ import annotations
 
 import heapq
+import re
 from typing import Any
 from urllib.parse import unquote
 
 from starlette._utils import get_route_path
+from starlette.convertors import FloatConvertor, IntegerConvertor, StringConvertor, UUIDConvertor
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
+METHODS_KEPT = 16  # indexes by method kept (the server's parser knows some 40 methods)
 DEPTH = 6  # slashes of a route's literal start used as its key: `/api/queue/v1/task/` has 5
 
 
@@ -63,17 +69,6 @@ def _key(path: str) -> str:
     return path[: end + 1]
 
 
-def _prefixes(path: str) -> list[str]:
-    """Every start of `path` ending in a slash, up to DEPTH of them: the keys it may match."""
-    found, end = [], -1
-    for _ in range(DEPTH):
-        end = path.find("/", end + 1)
-        if end < 0:
-            break
-        found.append(path[: end + 1])
-    return found
-
-
 def _start(route: BaseRoute) -> str:
     """The literal start of the paths `route` may match ("": any path). A mount at `/p` takes the
     paths under `/p/` only: keyed by that, a request elsewhere under `/` does not try it."""
@@ -82,42 +77,126 @@ def _start(route: BaseRoute) -> str:
     return route.path.split("{", 1)[0] if isinstance(route, StarletteRoute) else ""
 
 
-class _Index:
-    """The routes by key (position in the app's list kept), for decoded and for raw paths."""
+_NO_SLASH = (StringConvertor, IntegerConvertor, FloatConvertor, UUIDConvertor)  # none matches a `/`
 
-    def __init__(self, routes: list[BaseRoute]) -> None:
+
+def _slashes(route: BaseRoute) -> tuple[int, bool]:
+    """How many slashes a path `route` matches holds: (n, True) exactly n, (n, False) n or more."""
+    if type(route) not in (StarletteRoute, RawPathRoute):
+        return 0, False
+    assert isinstance(route, StarletteRoute)
+    literal = re.sub(r"{[^}]*}", "", route.path).count("/")
+    exact = all(isinstance(c, _NO_SLASH) for c in route.param_convertors.values())
+    return literal, exact
+
+
+_Entry = tuple[int, BaseRoute, int, bool]  # the route's place in the app's list, it, `_slashes()`
+
+
+class _Node:
+    """A key of the index: a path's start ending in a slash, as a tree of its segments."""
+
+    __slots__ = ("children", "entries")
+
+    def __init__(self) -> None:
+        self.children: dict[str, _Node] = {}
+        self.entries: list[_Entry] = []
+
+    def add(self, key: str, entry: _Entry) -> None:
+        node = self
+        for segment in key.split("/")[1:-1]:
+            node = node.children.setdefault(segment, _Node())
+        node.entries.append(entry)
+
+    def walk(self, path: str) -> tuple[_Node, ...]:
+        """The nodes of the keys `path` starts with, from the root, their entries or not."""
+        if not path.startswith("/"):
+            return _NOWHERE
+        found, node = [self], self
+        for segment in path.split("/", DEPTH)[1:-1]:
+            child = node.children.get(segment)
+            if child is None:
+                break
+            found.append(node := child)
+        return tuple(found)
+
+
+_NOWHERE: tuple[_Node, ...] = ()  # the keys of a path that starts with none
+
+
+class _Index:
+    """The routes by key (position in the app's list kept), for decoded and for raw paths; with a
+    method, only the routes that could take it in full. A request is tried against the routes
+    under the keys its path starts with that match as many slashes as it holds."""
+
+    def __init__(self, routes: list[BaseRoute], method: str | None = None) -> None:
         self.routes, self.count = routes, len(routes)
-        self.decoded: dict[str, list[tuple[int, BaseRoute]]] = {}
-        self.raw: dict[str, list[tuple[int, BaseRoute]]] = {}
-        self.always: list[tuple[int, BaseRoute]] = []
-        self.merged: dict[tuple[tuple[str, ...], tuple[str, ...]], list[BaseRoute]] = {}  # by keys found
+        self.decoded, self.raw = _Node(), _Node()
+        self.always: list[_Entry] = []
+        self.has_raw = False
+        # by the deepest keys found and the slashes counted (past the most any route spells out,
+        # one count): as many as there are keys
+        self.merged: dict[tuple[_Node | None, _Node | None, int, int], list[BaseRoute]] = {}
+        self.by_method: dict[str, _Index] = {}
+        self.most = 0
         for i, route in enumerate(routes):
+            taken = route.methods if isinstance(route, StarletteRoute) else None
+            if method is not None and taken and method not in taken:
+                continue  # its answer to `method` is a 405 at best
+            entry = (i, route, *_slashes(route))
+            self.most = max(self.most, entry[2])
             key = _key(_start(route))
             if not key:  # another kind of route, or one mounted at the root
-                self.always.append((i, route))
-                continue
-            table = self.raw if isinstance(route, RawPathRoute) else self.decoded
-            table.setdefault(key, []).append((i, route))
+                self.always.append(entry)
+            elif isinstance(route, RawPathRoute):
+                self.raw.add(key, entry)
+                self.has_raw = True
+            else:
+                self.decoded.add(key, entry)
 
     def current(self, routes: list[BaseRoute]) -> bool:
         return routes is self.routes and len(routes) == self.count
 
-    def candidates(self, scope: Scope) -> list[BaseRoute]:
-        """The routes that could match, in the app's order; merged once per set of keys found
-        (a set of the routes' own keys, so there are only so many)."""
-        path = get_route_path(scope)
-        decoded = tuple(p for p in _prefixes(path) if p in self.decoded)
-        raw: tuple[str, ...] = ()
-        if self.raw:
-            sent = raw_route_path(scope)
-            raw = tuple(p for p in _prefixes(path if sent is None else sent) if p in self.raw)
-        found = self.merged.get((decoded, raw))
+    def for_method(self, method: str) -> _Index:
+        """The index of the routes that could take `method` in full (built on first use; kept
+        for the first `METHODS_KEPT` methods asked for: the client names the method)."""
+        found = self.by_method.get(method)
         if found is None:
-            lists = [self.always] if self.always else []
-            lists += [self.decoded[p] for p in decoded] + [self.raw[p] for p in raw]
-            merged = heapq.merge(*lists, key=lambda item: item[0])
-            found = self.merged[(decoded, raw)] = [route for _, route in merged]
+            found = _Index(self.routes, method)
+            if len(self.by_method) < METHODS_KEPT:
+                self.by_method[method] = found
         return found
+
+    def candidates(self, scope: Scope, path: str) -> list[BaseRoute]:
+        """The routes that could match `path` (the route path of `scope`), in the app's order."""
+        decoded = self.decoded.walk(path)
+        sent, raw = path, _NOWHERE
+        if self.has_raw:
+            found = raw_route_path(scope)
+            sent = path if found is None else found
+            raw = self.raw.walk(sent)
+        most = self.most + 1
+        key = (
+            decoded[-1] if decoded else None,
+            raw[-1] if raw else None,
+            min(path.count("/"), most),
+            min(sent.count("/"), most),
+        )
+        merged = self.merged.get(key)
+        if merged is None:
+            merged = self.merged[key] = self._merge(decoded, raw, key[2], key[3])
+        return merged
+
+    def _merge(
+        self, decoded: tuple[_Node, ...], raw: tuple[_Node, ...], slashes: int, raw_slashes: int
+    ) -> list[BaseRoute]:
+        def fitting(entries: list[_Entry], count: int) -> list[_Entry]:
+            return [e for e in entries if (e[2] == count if e[3] else e[2] <= count)]
+
+        lists = [fitting(self.always, slashes)]
+        lists += [fitting(node.entries, slashes) for node in decoded]
+        lists += [fitting(node.entries, raw_slashes) for node in raw]
+        return [entry[1] for entry in heapq.merge(*lists, key=lambda entry: entry[0])]
 
 
 class IndexedRouter(Router):
@@ -143,18 +222,51 @@ class IndexedRouter(Router):
 
     def find(self, scope: Scope) -> tuple[BaseRoute, Scope] | None:
         """The route taking this HTTP request, as Starlette's scan would pick it: the first that
-        matches fully, else the first with the path but not the method (it answers 405)."""
+        matches fully, else the first with the path but not the method (it answers 405).
+
+        The full match is looked for first among the routes that take the request's method (a
+        route taking other methods only could not match fully), each plain route's pattern tried
+        before its `matches()`; only a request none of them takes is scanned again for a partial
+        match, in every route with its path."""
         index = self._index
         if index is None or not index.current(self.routes):  # routes added since: index them again
             index = self._index = _Index(self.routes)
-        partial: tuple[BaseRoute, Scope] | None = None
         path = get_route_path(scope)
-        for route in index.candidates(scope):
+        sent, unquoting = None, False
+        for route in index.for_method(scope["method"]).candidates(scope, path):
+            kind = type(route)
+            if kind is StarletteRoute:
+                found = route.path_regex.match(path)  # type: ignore[attr-defined]
+                if found is not None:  # a full match: the route takes the method
+                    return route, _child_scope(route, found, scope, raw=False)
+            elif kind is RawPathRoute:
+                if sent is None:
+                    sent = raw_route_path(scope)
+                    unquoting, sent = sent is not None, path if sent is None else sent
+                found = route.path_regex.match(sent)  # type: ignore[attr-defined]
+                if found is not None:
+                    return route, _child_scope(route, found, scope, raw=unquoting)
+            else:
+                match, child_scope = route.matches(scope)
+                if match is Match.FULL:
+                    return route, child_scope
+        for route in index.candidates(scope, path):
             if type(route) is StarletteRoute and route.path_regex.match(path) is None:
-                continue  # what its `matches()` would find first, without the call
+                continue
             match, child_scope = route.matches(scope)
-            if match is Match.FULL:
-                return route, child_scope
-            if match is Match.PARTIAL and partial is None:
-                partial = route, child_scope
-        return partial
+            if match is Match.PARTIAL:
+                return route, child_scope  # no route matched fully: the first with the path
+        return None
+
+
+def _child_scope(route: BaseRoute, found: re.Match[str], scope: Scope, *, raw: bool) -> Scope:
+    """What `route.matches(scope)` answers with its pattern's match `found` (a full one): its
+    parameters converted (and, matched on the raw path, decoded), after the scope's own."""
+    assert isinstance(route, StarletteRoute)
+    params: dict[str, Any] = found.groupdict()
+    for key, value in params.items():
+        value = route.param_convertors[key].convert(value)
+        params[key] = unquote(value) if raw and isinstance(value, str) else value
+    path_params = dict(scope.get("path_params", {}))
+    path_params.update(params)
+    return {"endpoint": route.endpoint, "path_params": path_params}
