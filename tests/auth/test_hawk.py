@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import random
 import time
 import types
 from collections.abc import Callable, Sequence
@@ -472,6 +473,34 @@ GOOD_ATTRS = 'id="root", ts="1704067200", nonce="n", mac="m"'
 )
 async def test_malformed_header(header: str, message: str) -> None:
     assert await refused(request_for(TASK_URL, header)) == message
+
+
+def test_attributes_are_read_as_the_full_check_reads_them() -> None:
+    """The well-formed header's shortcut answers what the attribute-by-attribute check answers,
+    for headers built from the pieces that trip it (names known and not, repeats, separators,
+    quotes, backslashes, empty and non-ASCII values)."""
+    rng = random.Random(11)
+    names = [*hawk.ATTRIBUTES, "foo", "Id", "i d"]
+    values = ["1", "a b", "x=y", "", "caf\u00e9", "a\\b", 'a"b', "~!#$%&'()*+,-./:;<=>?@[]^`{|}"]
+    separators = [", ", ",", " , ", "", " ", ",,", "\t,\n", ", junk "]
+    shortcuts = 0
+    for _ in range(20_000):
+        count = rng.randint(1, 6)
+        text = "".join(
+            f'{rng.choice(names)}="{rng.choice(values)}"' + (rng.choice(separators) if i < count - 1 else "")
+            for i in range(count)
+        ) + rng.choice(["", " ", ",", "x"])
+        try:
+            expected: object = hawk._check_attributes(text)
+        except AuthenticationFailed as refused:
+            expected = str(refused)
+        try:
+            got: object = hawk._parse_attributes(text)
+        except AuthenticationFailed as refused:
+            got = str(refused)
+        assert got == expected, text
+        shortcuts += hawk._WELL_FORMED_RE.fullmatch(text) is not None and isinstance(got, dict)
+    assert shortcuts > 1_000  # the shortcut was taken, and agreed
 
 
 async def test_scheme_is_case_insensitive() -> None:
