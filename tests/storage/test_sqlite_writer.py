@@ -86,3 +86,20 @@ async def test_the_log_is_checkpointed_into_the_main_file(
     assert storage._checkpoint is not None
     await storage._checkpoint
     assert in_main_file() == sqlite.CHECKPOINT_EVERY
+
+
+async def test_list_parameters_reach_json_each_whole(storage: sqlite.SQLiteStorage) -> None:
+    """A list travels as JSON text: a name in any script comes back as given, and what the fast
+    encoder can't write (an integer past 64 bits, a lone surrogate) goes all the same."""
+    names = ["café", "名前", "plain"]
+    async with storage.transaction() as tx:
+        for name in names:
+            await tx.execute("insert_group", name, "-", 1)
+    async with storage.reader() as read:
+        found = await read.fetch("resolved_groups", [*names, "other"])
+    assert sorted(row["task_group_id"] for row in found) == sorted(names)
+    conn = sqlite3.connect(":memory:")
+    (text, same) = sqlite._args([[2**70, 1], 7])
+    assert [v for (v,) in conn.execute("SELECT value FROM json_each(?)", (text,))] == [2**70, 1]
+    assert same == 7
+    assert sqlite._args([["a\ud800b"]]) == ('["a\\ud800b"]',)

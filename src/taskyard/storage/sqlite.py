@@ -39,6 +39,7 @@ from types import TracebackType
 from typing import Any, NoReturn, TypeVar
 
 import aiosqlite
+import orjson
 
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
@@ -125,8 +126,15 @@ def _args(args: Sequence[object]) -> Sequence[object]:
     # SQLite has no arrays: list parameters travel as JSON and are read with json_each().
     for arg in args:
         if isinstance(arg, list | tuple):
-            return tuple(json.dumps(a) if isinstance(a, list | tuple) else a for a in args)
+            return tuple(_json_array(a) if isinstance(a, list | tuple) else a for a in args)
     return args
+
+
+def _json_array(value: list[object] | tuple[object, ...]) -> str:
+    try:
+        return orjson.dumps(value).decode()  # a tenth of json.dumps's time
+    except TypeError:  # what orjson can't write (an integer past 64 bits, a lone surrogate)
+        return json.dumps(value)
 
 
 class _WriterSession(BaseSession[sqlite3.Connection]):
