@@ -79,3 +79,15 @@ async def test_the_index_picks_what_the_scan_picks(services: Services) -> None:
                 assert (got and got[1]) == (expected and expected[1]), (method, root, raw)
                 checked += 1
     assert checked > 5_000
+
+
+async def test_methods_no_route_names_share_one_index(services: Services) -> None:
+    """The client names the method: a method no route takes is indexed once for all of them,
+    so strange methods cost no index each, however many there are."""
+    router = build_app(services).router
+    assert isinstance(router, IndexedRouter)
+    for i in range(200):
+        assert router.find(scope_for(f"X{i}", "/api/queue/v1/task/abc")) is not None  # its 405
+    index = router._index
+    assert index is not None
+    assert set(index.by_method) == {""}

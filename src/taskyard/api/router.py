@@ -26,7 +26,6 @@ from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
-METHODS_KEPT = 16  # indexes by method kept (the server's parser knows some 40 methods)
 DEPTH = 6  # slashes of a route's literal start used as its key: `/api/queue/v1/task/` has 5
 
 
@@ -137,7 +136,8 @@ class _Index:
         # by the deepest keys found and the slashes counted (past the most any route spells out,
         # one count): as many as there are keys
         self.merged: dict[tuple[_Node | None, _Node | None, int, int], list[BaseRoute]] = {}
-        self.by_method: dict[str, _Index] = {}
+        self.by_method: dict[str, _Index] = {}  # by a method some route names, "" for any other
+        self.named = {m for r in routes if isinstance(r, StarletteRoute) for m in r.methods or ()}
         self.most = 0
         for i, route in enumerate(routes):
             taken = route.methods if isinstance(route, StarletteRoute) else None
@@ -158,13 +158,12 @@ class _Index:
         return routes is self.routes and len(routes) == self.count
 
     def for_method(self, method: str) -> _Index:
-        """The index of the routes that could take `method` in full (built on first use; kept
-        for the first `METHODS_KEPT` methods asked for: the client names the method)."""
-        found = self.by_method.get(method)
+        """The index of the routes that could take `method` in full, built on first use: one per
+        method some route names, and one shared by every other (the client names the method)."""
+        key = method if method in self.named else ""
+        found = self.by_method.get(key)
         if found is None:
-            found = _Index(self.routes, method)
-            if len(self.by_method) < METHODS_KEPT:
-                self.by_method[method] = found
+            found = self.by_method[key] = _Index(self.routes, method)
         return found
 
     def candidates(self, scope: Scope, path: str) -> list[BaseRoute]:
