@@ -166,14 +166,11 @@ class _Index:
             found = self.by_method[key] = _Index(self.routes, method)
         return found
 
-    def candidates(self, scope: Scope, path: str) -> list[BaseRoute]:
-        """The routes that could match `path` (the route path of `scope`), in the app's order."""
+    def candidates(self, path: str, sent: str) -> list[BaseRoute]:
+        """The routes that could match a request with the route path `path` (decoded) and `sent`
+        (as sent: `raw_route_path()`, else `path`), in the app's order."""
         decoded = self.decoded.walk(path)
-        sent, raw = path, _NOWHERE
-        if self.has_raw:
-            found = raw_route_path(scope)
-            sent = path if found is None else found
-            raw = self.raw.walk(sent)
+        raw = self.raw.walk(sent) if self.has_raw else _NOWHERE
         most = self.most + 1
         key = (
             decoded[-1] if decoded else None,
@@ -231,17 +228,15 @@ class IndexedRouter(Router):
         if index is None or not index.current(self.routes):  # routes added since: index them again
             index = self._index = _Index(self.routes)
         path = get_route_path(scope)
-        sent, unquoting = None, False
-        for route in index.for_method(scope["method"]).candidates(scope, path):
+        as_sent = raw_route_path(scope)
+        unquoting, sent = as_sent is not None, path if as_sent is None else as_sent
+        for route in index.for_method(scope["method"]).candidates(path, sent):
             kind = type(route)
             if kind is StarletteRoute:
                 found = route.path_regex.match(path)  # type: ignore[attr-defined]
                 if found is not None:  # a full match: the route takes the method
                     return route, _child_scope(route, found, scope, raw=False)
             elif kind is RawPathRoute:
-                if sent is None:
-                    sent = raw_route_path(scope)
-                    unquoting, sent = sent is not None, path if sent is None else sent
                 found = route.path_regex.match(sent)  # type: ignore[attr-defined]
                 if found is not None:
                     return route, _child_scope(route, found, scope, raw=unquoting)
@@ -249,7 +244,7 @@ class IndexedRouter(Router):
                 match, child_scope = route.matches(scope)
                 if match is Match.FULL:
                     return route, child_scope
-        for route in index.candidates(scope, path):
+        for route in index.candidates(path, sent):
             if type(route) is StarletteRoute and route.path_regex.match(path) is None:
                 continue
             match, child_scope = route.matches(scope)
