@@ -35,10 +35,18 @@ ROOT_DIR = Path(__file__).resolve().parent.parent
 if str(ROOT_DIR) not in sys.path:  # run as a script: `bench.*` is imported from the checkout
     sys.path.insert(0, str(ROOT_DIR))
 
-from bench.lifecycle import Api, Creds, Server, cpu, kill_leftovers, taskyard_command  # noqa: E402
+from bench.lifecycle import (  # noqa: E402
+    ROOT_CLIENT_ID,
+    Api,
+    Creds,
+    Server,
+    Session,
+    cpu,
+    kill_leftovers,
+    taskyard_command,
+)
 
 KINDS = ("ping", "signed")
-ROOT = "static/taskyard/root"
 
 
 def server_ticks(pid: int) -> tuple[int, int]:
@@ -48,17 +56,17 @@ def server_ticks(pid: int) -> tuple[int, int]:
 
 
 async def one_round(api: Api, server: Server, kind: str, requests: int, connections: int) -> dict[str, float]:
-    creds = Creds.permanent(ROOT, server.token)
+    creds = Creds.permanent(ROOT_CLIENT_ID, server.token)
     sessions = [api.session() for _ in range(connections)]
     each = max(1, requests // connections)
     ping = f"{server.root_url}/api/queue/v1/ping"
 
-    async def send(session: object) -> None:
+    async def send(session: Session) -> None:
         for _ in range(each):
             if kind == "ping":
-                status, _ = await session.send("GET", ping, b"", {})  # type: ignore[attr-defined]
+                status, _ = await session.send("GET", ping, b"", {})
             else:
-                status, _ = await session.call("GET", "/scopes/current", None, creds)  # type: ignore[attr-defined]
+                status, _ = await session.call("GET", "/scopes/current", None, creds)
             if status != 200:
                 raise RuntimeError(f"{kind}: answered {status}")
 
