@@ -135,3 +135,33 @@ async def test_the_workers_and_queue_pages_need_the_queue_and_worker_scopes(
     page = await reader.get(f"/queues/{TASK_QUEUE_ID}")
     assert page.status_code == 200 and 'id="worker-wg-busy"' in page.text
     assert f"queue:pending-list:{TASK_QUEUE_ID}" in page.text  # the pending list is not shown
+
+
+async def test_the_search_answers_alike_whether_or_not_an_unreadable_id_exists(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    task_id, group = await a_task(api)
+    unknown = slugid.nice()
+    anonymous = browsers()
+    for wanted in (task_id, group, unknown):
+        answer = await anonymous.get("/find", params={"id": wanted})
+        assert_refused(answer, 401, f"queue:get-task:{wanted}")
+    # A viewer who may read the task but not list the group finds the task, and is refused (not
+    # told "nothing was found") for the group and for an id that is nothing at all.
+    reads = [f"queue:get-task:{task_id}", f"queue:status:{task_id}"]
+    viewer = browsers()
+    assert (await viewer.signin(await new_client(api, "ui-reader/find", reads))).status_code == 303
+    found = await viewer.get("/find", params={"id": task_id})
+    assert (found.status_code, found.headers["location"]) == (303, f"/tasks/{task_id}")
+    for wanted in (group, unknown):
+        answer = await viewer.get("/find", params={"id": wanted})
+        assert_refused(answer, 403, f"queue:get-task:{wanted}")
+    # With every read scope, an unknown id is plainly not found.
+    everything = browsers()
+    creds = await new_client(
+        api, "ui-reader/find-all", ["queue:get-task:*", "queue:status:*", "queue:list-task-group:*"]
+    )
+    assert (await everything.signin(creds)).status_code == 303
+    assert (await everything.get("/find", params={"id": group})).headers["location"] == f"/groups/{group}"
+    missing = await everything.get("/find", params={"id": unknown})
+    assert missing.status_code == 404 and "Nothing was found" in missing.text

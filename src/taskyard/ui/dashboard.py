@@ -180,17 +180,29 @@ async def dashboard(ui: UI, request: Request) -> Response:
 
 
 async def find(ui: UI, request: Request) -> Response:
-    """The header's search: a taskId opens its task, a taskGroupId its group (303)."""
+    """The header's search: a taskId opens its task, a taskGroupId its group (303).
+
+    Only what the viewer may read is looked for, as the API checks scopes before it looks: the task
+    with the task page's scopes (`task`, `status`), the group with `listTaskGroup`'s. An id found
+    nowhere the viewer may look answers the refusal naming what it lacks, whether or not the id
+    exists, so the search tells no one what it would not show them.
+    """
     wanted = request.query_params.get("id", "").strip()
     if not SLUGID.fullmatch(wanted):
         shown = repr(wanted[:80]) if wanted else "(empty)"
         message = f"id {shown} is not a taskId or taskGroupId: it must match {identifiers.SLUGID}"
         return await ui.error(request, 400, "Bad request", message)
+    task_reads = [("task", {"taskId": wanted}), ("status", {"taskId": wanted})]
+    group_reads = [("listTaskGroup", {"taskGroupId": wanted})]
+    may_read_task = all([await access.allowed(ui, request, name, params) for name, params in task_reads])
+    may_list_group = all([await access.allowed(ui, request, name, params) for name, params in group_reads])
     async with ui.services.queue.storage.reader() as session:
-        if await session.fetchrow("get_task", wanted) is not None:
+        if may_read_task and await session.fetchrow("get_task", wanted) is not None:
             return RedirectResponse(f"/tasks/{wanted}", 303)
-        if await session.fetchrow("get_group", wanted) is not None:
+        if may_list_group and await session.fetchrow("get_group", wanted) is not None:
             return RedirectResponse(f"/groups/{wanted}", 303)
+    for name, params in group_reads if may_read_task else task_reads:
+        await access.require(ui, request, name, params)
     message = f"Nothing was found for {wanted}: no task or task group has this id."
     return await ui.error(request, 404, "Not found", message)
 
