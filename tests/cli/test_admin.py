@@ -162,6 +162,30 @@ def test_roles_are_created_listed_expanded_and_deleted(server: Server, cli: Run)
     cli("client", "delete", assumer)
 
 
+def test_a_role_is_updated_scope_by_scope_its_description_kept(server: Server, cli: Run) -> None:
+    role_id = unique("updated")
+    cli("role", "create", role_id, "--scope", "queue:a", "--scope", "queue:b", "--description", "kept")
+    updated = cli("role", "update", role_id, "--add-scope", "queue:c", "--remove-scope", "queue:a")
+    assert f"Updated role {role_id}." in updated.stdout
+    expanded = cli("scopes", "expand", f"assume:{role_id}").stdout.splitlines()
+    assert expanded == [f"assume:{role_id}", "queue:b", "queue:c"]
+    shown = json.loads(cli("role", "update", role_id, "--add-scope", "queue:b", "--json").stdout)
+    assert (shown["scopes"], shown["description"]) == (["queue:b", "queue:c"], "kept")
+
+    # A scope the role does not grant, as written, stops the command before anything changes.
+    refused_ = cli("role", "update", role_id, "--remove-scope", "queue:*", "--add-scope", "queue:d", status=1)
+    assert "does not grant queue:*" in refused_.stderr and "nothing was changed" in refused_.stderr
+    assert cli("scopes", "expand", f"assume:{role_id}").stdout.splitlines() == expanded
+
+    replaced = json.loads(
+        cli("role", "update", role_id, "--scope", "queue:x", "--description", "new", "--json").stdout
+    )
+    assert (replaced["scopes"], replaced["description"]) == (["queue:x"], "new")
+    missing = cli("role", "update", unique("absent"), "--add-scope", "queue:a", status=1)
+    assert "does not exist" in missing.stderr, missing.stderr
+    cli("role", "delete", role_id)
+
+
 def test_temporary_credentials_sign_with_their_certificate(server: Server, cli: Run) -> None:
     start = now() - timedelta(minutes=1)
     temporary = taskcluster.createTemporaryCredentials(
@@ -235,6 +259,7 @@ def test_an_unreachable_server_is_one_clear_line() -> None:
             "not allowed",
         ),
         (["role", "create", "r"], {}, "--scope"),
+        (["role", "update", "r"], {}, "nothing to change: pass --scope, --add-scope"),
         (["scopes", "expand"], {}, "SCOPE"),
     ],
 )

@@ -132,13 +132,30 @@ def _add_client_commands(
 def _add_role_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    role = commands.add_parser("role", help="create, list and delete roles")
+    role = commands.add_parser("role", help="create, update, list and delete roles")
     actions = role.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", parents=[common], help="create a role")
     create.add_argument("role_id", metavar="ID", help="the role; `assume:ID` grants its scopes")
     create.add_argument("--scope", action="append", required=True, help="a scope it grants (repeat)")
     create.add_argument("--description", default="", help="what the role is for")
     create.set_defaults(handler=create_role)
+    update = actions.add_parser(
+        "update", parents=[common], help="change a role's scopes or description (the rest is kept)"
+    )
+    update.add_argument("role_id", metavar="ID")
+    update.add_argument("--scope", action="append", help="the scopes it grants instead of its own (repeat)")
+    update.add_argument(
+        "--add-scope", action="append", default=[], metavar="SCOPE", help="grant one more (repeat)"
+    )
+    update.add_argument(
+        "--remove-scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="stop granting one it grants (repeat)",
+    )
+    update.add_argument("--description", help="its new description")
+    update.set_defaults(handler=update_role)
     listing = actions.add_parser("list", parents=[common], help="list roles")
     listing.set_defaults(handler=list_roles)
     delete = actions.add_parser("delete", parents=[common], help="delete a role (no error if absent)")
@@ -345,6 +362,28 @@ def create_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
     body = {"description": args.description, "scopes": list(dict.fromkeys(args.scope))}
     role = http.call(connection, "PUT", f"/roles/{http.segment(args.role_id)}", body=body)
     return Shown(role, f"Created role {role['roleId']}.\n{role_text(role)}")
+
+
+def update_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """getRole, then updateRole with its scopes replaced (`--scope`), added to or taken from, and
+    its description replaced or kept. A scope to remove that the role does not grant, as written,
+    stops the command before anything is changed."""
+    if args.scope is None and not args.add_scope and not args.remove_scope and args.description is None:
+        args._parser.error("nothing to change: pass --scope, --add-scope, --remove-scope or --description")
+    path = f"/roles/{http.segment(args.role_id)}"
+    role = http.call(connection, "GET", path)
+    granted = list(dict.fromkeys(args.scope)) if args.scope is not None else list(role["scopes"])
+    missing = [s for s in dict.fromkeys(args.remove_scope) if s not in granted]
+    if missing:
+        raise http.Failed(
+            f"role {args.role_id} does not grant {', '.join(missing)} (it grants: "
+            f"{', '.join(granted) or 'nothing'}); nothing was changed"
+        )
+    removed = set(args.remove_scope)
+    scopes = [s for s in dict.fromkeys([*granted, *args.add_scope]) if s not in removed]
+    description = role["description"] if args.description is None else args.description
+    updated = http.call(connection, "POST", path, body={"description": description, "scopes": scopes})
+    return Shown(updated, f"Updated role {updated['roleId']}.\n{role_text(updated)}")
 
 
 def list_roles(connection: http.Connection, args: argparse.Namespace) -> Shown:
