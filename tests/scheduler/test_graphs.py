@@ -11,6 +11,7 @@ import pytest
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import Envelope
+from taskyard.model import dates
 from taskyard.model.errors import InputError, InsufficientScopes, RequestConflict, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, resolvers, tasks
@@ -272,6 +273,41 @@ async def test_extend_adds_tasks_and_is_idempotent(
     assert await graph_state(scheduler, gid) == "finished"
     with pytest.raises(RequestConflict, match="is finished"):
         await graphs.extend_task_graph(scheduler, gid, {"tasks": [node(clock, new_id(), [a])]})
+
+
+async def test_a_graph_is_swept_with_the_last_of_its_tasks_to_expire(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock, storage: Storage
+) -> None:
+    gid, a, b, other, c = new_id(), new_id(), new_id(), new_id(), new_id()
+    day = dates.DAY
+
+    def expiring(task_id: str, days: int, requires: list[str] | None = None) -> dict[str, Any]:
+        return node(clock, task_id, requires, expires=dates.to_iso(clock() + days * day))
+
+    await create(scheduler, gid, graph(expiring(a, 2), expiring(b, 3, [a])))
+    # Extended with a task that outlives the others, the graph is kept for it.
+    await graphs.extend_task_graph(scheduler, gid, {"tasks": [expiring(new_id(), 10, [b])]})
+    await resolve(scheduler, a)
+    await resolve(scheduler, b)
+    await create(scheduler, other, graph(expiring(c, 2)))
+
+    async def graph_rows(graph_id: str) -> int:
+        async with storage.reader() as session:
+            return len(await session.fetch("task_graph_task_ids", graph_id))
+
+    clock.advance(5 * day / 1000)
+    await resolvers.sweep_expired(queue)
+    assert await graph_state(scheduler, gid) == "running"
+    assert await graph_rows(gid) == 3
+    with pytest.raises(ResourceNotFound):
+        await graphs.status(scheduler, other)
+    assert await graph_rows(other) == 0
+
+    clock.advance(11 * day / 1000)
+    await resolvers.sweep_expired(queue)
+    with pytest.raises(ResourceNotFound):
+        await graphs.inspect(scheduler, gid)
+    assert await graph_rows(gid) == 0
 
 
 async def test_the_label_form_substitutes_task_ids_and_carries_routing(

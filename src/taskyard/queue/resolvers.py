@@ -307,8 +307,8 @@ def _schedule_unblocked(q: Queue, rec: TaskRecord) -> Change:
 
 
 async def sweep_expired(q: Queue) -> int:
-    """Delete expired artifacts (and their blobs), live logs, tasks, edges, groups, queues, workers,
-    and poll messages past their task's deadline."""
+    """Delete expired artifacts (and their blobs), live logs, tasks, edges, groups, task graphs,
+    queues, workers, and poll messages past their task's deadline."""
     cutoff = q.clock() - EXPIRY_GRACE_MS
     total = 0
     while swept := await artifacts.sweep_expired(q):
@@ -320,6 +320,8 @@ async def sweep_expired(q: Queue) -> int:
             "expire_tasks",
             "expire_dependencies",
             "expire_groups",
+            "expire_task_graph_tasks",
+            "expire_task_graphs",
             "expire_task_queues",
             "expire_workers",
         ):

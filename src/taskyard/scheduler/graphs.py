@@ -12,7 +12,7 @@ from typing import TypedDict
 
 import orjson
 
-from taskyard.model import scopes, slugid, task_graph
+from taskyard.model import dates, scopes, slugid, task_graph
 from taskyard.model.errors import (
     InputError,
     InsufficientScopes,
@@ -156,12 +156,18 @@ async def _insert_tx(
         body=request,
         tasks_left=len(graph.nodes),
         created=s.clock(),
+        expires=_latest_expiry(definitions),
     )
     await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
     status = task_graph.status(graph_id, s.scheduler_id, "running", graph.routing)
     message = graph_message("task-graph-running", status, graph.routes)
     await queue_service.publish_tx(s.queue, tx, [message])
     return {"status": status}
+
+
+def _latest_expiry(definitions: dict[str, TaskDefinition]) -> int:
+    """When the graph may go, as far as these tasks say: the latest of their expiries (epoch ms)."""
+    return max(dates.parse_iso(d["expires"]) for d in definitions.values())
 
 
 async def _add_tasks_tx(
@@ -206,7 +212,8 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
         _check_running(locked)
         await _same_again_tx(s, tx, graph_id, [n for n in graph.nodes if n.task_id in known], definitions)
         if new:
-            await tx.execute("add_task_graph_tasks", graph_id, len(new))
+            latest = _latest_expiry({n.task_id: definitions[n.task_id] for n in new})
+            await tx.execute("add_task_graph_tasks", graph_id, len(new), latest)
             await _add_tasks_tx(s, tx, graph_id, new, definitions, first_position=locked["task_count"])
         status = status_of(locked)
         message = graph_message("task-graph-extended", status, orjson.loads(locked["routes"]))

@@ -207,6 +207,14 @@ DELETE FROM task_dependencies WHERE expires < $1
 -- name: expire_groups
 DELETE FROM task_groups WHERE expires < $1
 
+-- name: expire_task_graph_tasks
+-- The rows of the graphs `expire_task_graphs` deletes next (a graph outlives none of its tasks).
+DELETE FROM task_graph_tasks
+ WHERE task_graph_id IN (SELECT task_graph_id FROM task_graphs WHERE expires < $1)
+
+-- name: expire_task_graphs
+DELETE FROM task_graphs WHERE expires < $1
+
 -- name: expire_task_queues
 DELETE FROM task_queues WHERE expires < $1
 
@@ -428,9 +436,9 @@ SELECT t.*, p.run_id AS pending_run_id FROM pending_runs p JOIN tasks t ON t.tas
 
 -- name: insert_task_graph
 INSERT INTO task_graphs (task_graph_id, scheduler_id, state, routing, scopes, routes, metadata, tags,
-                         body, blocked_by, tasks_left, task_count, created)
+                         body, blocked_by, tasks_left, task_count, created, expires)
 VALUES (:task_graph_id, :scheduler_id, 'running', :routing, :scopes, :routes, :metadata, :tags,
-        :body, NULL, :tasks_left, :tasks_left, :created)
+        :body, NULL, :tasks_left, :tasks_left, :created, :expires)
 
 -- name: get_task_graph
 SELECT * FROM task_graphs WHERE task_graph_id = $1
@@ -461,7 +469,9 @@ UPDATE task_graph_tasks SET reruns_left = reruns_left - 1 WHERE task_id = $1 AND
 UPDATE task_graphs SET tasks_left = tasks_left - 1 WHERE task_graph_id = $1
 
 -- name: add_task_graph_tasks
-UPDATE task_graphs SET tasks_left = tasks_left + $2, task_count = task_count + $2 WHERE task_graph_id = $1
+UPDATE task_graphs SET tasks_left = tasks_left + $2, task_count = task_count + $2,
+       expires = CASE WHEN expires < $3 THEN $3 ELSE expires END
+ WHERE task_graph_id = $1
 
 -- name: set_task_graph_state
 -- Leave `running` for `blocked` or `finished`; 1 when this call did it.
