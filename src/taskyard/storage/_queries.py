@@ -6,6 +6,9 @@ Parameters are written `$1, $2 ...` in every dialect, or by name, `:task_id`, in
 takes many: loading numbers them (`$1` for the first name to appear), and `parameter_names` says
 which name is which, so that a call passes them by keyword and can't misorder them.
 
+A block whose name starts with `_` is a fragment, not a query: another query of the same dialect
+includes it where it writes `{{_name}}` (two queries that share a long part say it once).
+
 A line `-- literal: <name>` in a query says that its last parameter, an int, is written into the
 text instead of sent (`written_in`): PostgreSQL then caches a plan for each of its values rather
 than one plan for all, where the value decides the plan (a LIMIT) and planning afresh each time
@@ -21,6 +24,7 @@ from importlib import resources
 _NAME = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
 _NAMED_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")  # `:name`, not a `::type` cast
 _LITERAL = re.compile(r"^--\s*literal:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+_FRAGMENT = re.compile(r"\{\{(_[a-z0-9_]+)\}\}")
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -33,9 +37,16 @@ def _read(path: str) -> str:
 
 
 def _texts(dialect: str) -> dict[str, str]:
-    queries = _parse(_read("sql/queries.sql"))
-    queries.update(_parse(_read(f"sql/queries.{dialect}.sql")))
-    return queries
+    blocks = _parse(_read("sql/queries.sql"))
+    blocks.update(_parse(_read(f"sql/queries.{dialect}.sql")))
+    fragments = {name: sql for name, sql in blocks.items() if name.startswith("_")}
+
+    def included(match: re.Match[str]) -> str:
+        if match[1] not in fragments:
+            raise ValueError(f"no fragment {match[1]} in the {dialect} queries")
+        return fragments[match[1]]
+
+    return {name: _FRAGMENT.sub(included, sql) for name, sql in blocks.items() if name not in fragments}
 
 
 @functools.cache

@@ -187,13 +187,9 @@ WITH written AS (
 )
 SELECT 1 / count(*) FROM written
 
--- name: join_group
--- Join a task to its group: create the group, renew it if it expired before :now, or extend its
--- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
--- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
--- A live group that lasts long enough is only locked FOR SHARE, so tasks join one group
--- concurrently; sealTaskGroup's UPDATE waits for them, and they for it. Only a group to create,
--- renew or extend is written, under the row's exclusive lock.
+-- name: _join_group
+-- join_group's and join_group_checked's group, joined: `live` the group that lasts long enough,
+-- `joined` the one created, renewed or extended (one of the two holds a row).
 WITH live AS (
   SELECT scheduler_id, sealed FROM task_groups
    WHERE task_group_id = :task_group_id AND expires >= :now AND expires >= :needed
@@ -207,6 +203,15 @@ WITH live AS (
          expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
   RETURNING g.scheduler_id, g.sealed
 )
+
+-- name: join_group
+-- Join a task to its group: create the group, renew it if it expired before :now, or extend its
+-- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
+-- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+-- A live group that lasts long enough is only locked FOR SHARE, so tasks join one group
+-- concurrently; sealTaskGroup's UPDATE waits for them, and they for it. Only a group to create,
+-- renew or extend is written, under the row's exclusive lock.
+{{_join_group}}
 SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
   FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
 
@@ -215,19 +220,7 @@ SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_i
 -- join_group for a task known to be new, as a checked write (Tx.defer_checked): the division by
 -- zero fails the transaction (RowMoved) unless the group, joined, is :scheduler_id's and unsealed.
 -- createTask then goes the way that reads join_group's answer, to say what was wrong.
-WITH live AS (
-  SELECT scheduler_id, sealed FROM task_groups
-   WHERE task_group_id = :task_group_id AND expires >= :now AND expires >= :needed
-     FOR SHARE
-), joined AS (
-  INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed)
-  SELECT :task_group_id, :scheduler_id, :expires, NULL WHERE NOT EXISTS (SELECT 1 FROM live)
-  ON CONFLICT (task_group_id) DO UPDATE
-     SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
-         sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
-         expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
-  RETURNING g.scheduler_id, g.sealed
-)
+{{_join_group}}
 SELECT 1 / count(*) FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
  WHERE j.scheduler_id = :scheduler_id AND j.sealed IS NULL
 

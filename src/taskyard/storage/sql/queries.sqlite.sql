@@ -127,15 +127,19 @@ SELECT id, NULL AS xid, NULL AS window_end, exchange, routing_key, cc, body FROM
 -- The relay published every event up to id $3 ($1, $2 and $4 are PostgreSQL's windows).
 UPDATE outbox_relayed SET through_id = $3 WHERE $1 IS $1 AND $2 IS $2 AND $4 IS $4
 
--- name: join_group
--- Join a task to its group: create the group, renew it if it expired before :now, or extend its
--- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
--- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+-- name: _join_group
+-- join_group's and join_group_checked's upsert of the group, which each ends in its own way.
 INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES (:task_group_id, :scheduler_id, :expires, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
    SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
        sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
        expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+
+-- name: join_group
+-- Join a task to its group: create the group, renew it if it expired before :now, or extend its
+-- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
+-- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+{{_join_group}}
 RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
 
 -- name: join_group_checked
@@ -143,11 +147,7 @@ RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :tas
 -- join_group for a task known to be new, as a checked write (Tx.defer_checked): it answers no row
 -- (which fails the transaction) unless the group, joined, is :scheduler_id's and unsealed.
 -- createTask then goes the way that reads join_group's answer, to say what was wrong.
-INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES (:task_group_id, :scheduler_id, :expires, NULL)
-ON CONFLICT (task_group_id) DO UPDATE
-   SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
-       sealed = CASE WHEN g.expires < :now THEN NULL ELSE g.sealed END,
-       expires = CASE WHEN g.expires < :now OR g.expires < :needed THEN excluded.expires ELSE g.expires END
+{{_join_group}}
  WHERE g.expires < :now OR (g.scheduler_id = excluded.scheduler_id AND g.sealed IS NULL)
 RETURNING 1
 
