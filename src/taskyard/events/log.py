@@ -55,7 +55,7 @@ async def append_tx(tx: Tx, events: Sequence[int], now: int) -> None:
     stream follows it)."""
     if not events:
         return
-    logged = await tx.fetch("log_events", now, list(events))
+    logged = await tx.fetch("log_events", now, orjson.dumps(list(events)).decode())
     tx.notify(CHANNEL, str(max(int(row["id"]) for row in logged)))
 
 

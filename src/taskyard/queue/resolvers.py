@@ -16,7 +16,9 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+
+import orjson
 
 from taskyard.model import runs
 from taskyard.model.errors import ResourceNotFound, Unavailable
@@ -137,12 +139,12 @@ async def _resolve_batch(q: Queue) -> int:
         return rows, ready if await _schedule_chunk_tx(q, tx, rows, ready) else None
 
     rows, ready = await run_in_transaction(q.storage, first)
-    ids = [r["id"] for r in rows]
+    id_list = _ids(rows)
     while ready is not None:
         ready.taken()
 
         async def next_chunk(tx: Tx, ready: _Ready = ready) -> bool:
-            return await _schedule_chunk_tx(q, tx, await tx.fetch("take_resolutions_again", ids), ready)
+            return await _schedule_chunk_tx(q, tx, await tx.fetch("take_resolutions_again", id_list), ready)
 
         if not await run_in_transaction(q.storage, next_chunk):
             break
@@ -198,8 +200,13 @@ async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], ready: _Ready) -
     if not ready.last:
         return True
     await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
-    await tx.defer("delete_resolutions", [r["id"] for r in rows])
+    await tx.defer("delete_resolutions", _ids(rows))
     return False
+
+
+def _ids(rows: Sequence[Row]) -> str:
+    """The resolutions' ids as the JSON list the queries take."""
+    return orjson.dumps([r["id"] for r in rows]).decode()
 
 
 async def _satisfy_tx(tx: Tx, rows: list[Row]) -> None:
@@ -269,7 +276,7 @@ async def _resolve_alone(q: Queue, row: Row) -> None:
         if await tx.fetchrow("take_resolution", row["id"]) is None:
             return  # another process has it, or finished it
         await groups.announce_resolved_tx(q, tx, [row["task_group_id"]])
-        await tx.execute("delete_resolutions", [row["id"]])
+        await tx.execute("delete_resolutions", _ids([row]))
 
 
 async def _schedule_chunk(q: Queue, task_ids: list[str]) -> list[str]:

@@ -94,8 +94,8 @@ class Tx(Session, Protocol):
         """Run a write whose outcome nobody reads (its row count, its errors at the call): at
         once on SQLite; on PostgreSQL it rides with the transaction's next statement or its
         COMMIT, in the same round trip, so every statement still sees it. An error it meets is
-        raised there, and rolls the transaction back. Its arguments are None, bool, int, str, or a
-        list of those (for a query that casts it, `$1::bigint[]`)."""
+        raised there, and rolls the transaction back. Its arguments are None, bool, int or str (a
+        list goes as JSON text, as `delete_resolutions` takes its ids)."""
 
     async def defer_many(self, name: str, rows: Sequence[Sequence[object]]) -> None:
         """`defer` once per row of arguments, in order."""

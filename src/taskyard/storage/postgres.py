@@ -356,8 +356,8 @@ def _written(query: str, index: int, value: object) -> str:
 
 def _executing(name: str, args: Sequence[object]) -> str:
     """The `EXECUTE` of deferred query `name` with its arguments written in as SQL literals, ended
-    by `;`, for a simple-protocol query. Only the types our deferred writes take: None, bool, int,
-    str, and a list of those (an array)."""
+    by `;`, for a simple-protocol query. Only the types our deferred writes take: None, bool, int
+    and str."""
     return f"EXECUTE {_statement(name)}({','.join(map(_sql_literal, args))}); "
 
 
@@ -370,10 +370,7 @@ def _sql_literal(value: object) -> str:
         return str(value)
     if type(value) is str:
         return _literal(value)
-    if type(value) is list and not any(type(v) is list for v in value):
-        # '{}', not ARRAY[] (which has no type): either takes the parameter's.
-        return "ARRAY[" + ",".join(map(_sql_literal, value)) + "]" if value else "'{}'"
-    raise TypeError(f"a deferred write takes None, bool, int, str or a list of those, not {value!r:.40}")
+    raise TypeError(f"a deferred write takes None, bool, int or str, not {value!r:.40}")
 
 
 class PostgresStorage:
