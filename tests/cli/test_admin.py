@@ -121,6 +121,41 @@ def test_reset_replaces_the_token_and_delete_locks_the_client_out(server: Server
     assert cli("client", "list", "--prefix", client_id).stdout.strip() == "no clients"
 
 
+def test_a_client_is_updated_and_disabled_and_its_token_follows(server: Server, cli: Run, tq: str) -> None:
+    task_id = create(server.client(), tq)
+    client_id = unique("updated")
+    made = cli(
+        "client", "create", client_id, "--scope", "queue:get-task:*", "--description", "kept", "--json"
+    )
+    client = as_client(server, client_id, json.loads(made.stdout)["accessToken"])
+    with refused(403, "InsufficientScopes"):
+        client.status(task_id)
+
+    updated = cli(
+        "client", "update", client_id, "--add-scope", "queue:status:*", "--remove-scope", "queue:get-task:*",
+        "--expires-in", "3d",
+    )  # fmt: skip
+    assert f"Updated client {client_id}." in updated.stdout and "queue:status:*" in updated.stdout
+    assert client.status(task_id)["status"]["taskId"] == task_id
+    with refused(403, "InsufficientScopes"):
+        client.task(task_id)
+    shown = server.auth_client().client(client_id)
+    assert (shown["scopes"], shown["description"]) == (["queue:status:*"], "kept")
+    assert timedelta(days=3) - timedelta(minutes=1) < parse(shown["expires"]) - now() <= timedelta(days=3)
+
+    missing = cli("client", "update", client_id, "--remove-scope", "queue:get-task:*", status=1)
+    assert "does not hold queue:get-task:*" in missing.stderr and "nothing was changed" in missing.stderr
+
+    disabled = cli("client", "disable", client_id)
+    assert f"Disabled client {client_id}." in disabled.stdout and "disabled:     yes" in disabled.stdout
+    with refused(401, "AuthenticationFailed"):
+        client.status(task_id)
+    assert "disabled" in cli("client", "list", "--prefix", client_id).stdout
+    assert f"Enabled client {client_id}." in cli("client", "enable", client_id).stdout
+    assert client.status(task_id)["status"]["taskId"] == task_id
+    cli("client", "delete", client_id)
+
+
 def test_client_list_pages_through_continuation_tokens(
     server: Server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -174,7 +209,7 @@ def test_a_role_is_updated_scope_by_scope_its_description_kept(server: Server, c
 
     # A scope the role does not grant, as written, stops the command before anything changes.
     refused_ = cli("role", "update", role_id, "--remove-scope", "queue:*", "--add-scope", "queue:d", status=1)
-    assert "does not grant queue:*" in refused_.stderr and "nothing was changed" in refused_.stderr
+    assert "does not hold queue:*" in refused_.stderr and "nothing was changed" in refused_.stderr
     assert cli("scopes", "expand", f"assume:{role_id}").stdout.splitlines() == expanded
 
     replaced = json.loads(
@@ -260,6 +295,12 @@ def test_an_unreachable_server_is_one_clear_line() -> None:
         ),
         (["role", "create", "r"], {}, "--scope"),
         (["role", "update", "r"], {}, "nothing to change: pass --scope, --add-scope"),
+        (["client", "update", "c"], {}, "--description, --expires, --expires-in"),
+        (
+            ["client", "update", "c", "--expires", "2027-01-01T00:00:00Z", "--expires-in", "1d"],
+            {},
+            "not allowed",
+        ),
         (["scopes", "expand"], {}, "SCOPE"),
     ],
 )

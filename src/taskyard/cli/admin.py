@@ -101,7 +101,9 @@ def _common_options() -> argparse.ArgumentParser:
 def _add_client_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
 ) -> None:
-    client = commands.add_parser("client", help="create, list and delete clients; reset access tokens")
+    client = commands.add_parser(
+        "client", help="create, update, list, disable and delete clients; reset access tokens"
+    )
     actions = client.add_subparsers(dest="action", required=True, metavar="ACTION")
     create = actions.add_parser("create", parents=[common], help="create a client and show its token")
     create.add_argument("client_id", metavar="ID")
@@ -127,6 +129,25 @@ def _add_client_commands(
     reset = actions.add_parser("reset", parents=[common], help="give a client a new access token")
     reset.add_argument("client_id", metavar="ID")
     reset.set_defaults(handler=reset_access_token)
+    update = actions.add_parser(
+        "update", parents=[common], help="change a client's scopes, description or expiry (the rest is kept)"
+    )
+    update.add_argument("client_id", metavar="ID")
+    _add_scope_edits(update, "client")
+    update.add_argument("--description", help="its new description")
+    expiry = update.add_mutually_exclusive_group()
+    expiry.add_argument("--expires", type=iso_date, metavar="DATE", help="when it expires from now on")
+    expiry.add_argument(
+        "--expires-in", type=duration, metavar="DURATION", help="how long it lasts from now on"
+    )
+    update.set_defaults(handler=update_client)
+    for action, effect in (
+        ("disable", "its credentials are refused until it is enabled"),
+        ("enable", "a disabled client's credentials work again"),
+    ):
+        toggle = actions.add_parser(action, parents=[common], help=f"{action} a client: {effect}")
+        toggle.add_argument("client_id", metavar="ID")
+        toggle.set_defaults(handler=toggle_client, toggle=action)
 
 
 def _add_role_commands(
@@ -143,17 +164,7 @@ def _add_role_commands(
         "update", parents=[common], help="change a role's scopes or description (the rest is kept)"
     )
     update.add_argument("role_id", metavar="ID")
-    update.add_argument("--scope", action="append", help="the scopes it grants instead of its own (repeat)")
-    update.add_argument(
-        "--add-scope", action="append", default=[], metavar="SCOPE", help="grant one more (repeat)"
-    )
-    update.add_argument(
-        "--remove-scope",
-        action="append",
-        default=[],
-        metavar="SCOPE",
-        help="stop granting one it grants (repeat)",
-    )
+    _add_scope_edits(update, "role")
     update.add_argument("--description", help="its new description")
     update.set_defaults(handler=update_role)
     listing = actions.add_parser("list", parents=[common], help="list roles")
@@ -161,6 +172,43 @@ def _add_role_commands(
     delete = actions.add_parser("delete", parents=[common], help="delete a role (no error if absent)")
     delete.add_argument("role_id", metavar="ID")
     delete.set_defaults(handler=delete_role)
+
+
+def _add_scope_edits(parser: argparse.ArgumentParser, what: str) -> None:
+    """`update`'s flags that change the scopes of the client or role `what`."""
+    parser.add_argument(
+        "--scope", action="append", help=f"the scopes the {what} holds instead of its own (repeat)"
+    )
+    parser.add_argument("--add-scope", action="append", default=[], metavar="SCOPE", help="one more (repeat)")
+    parser.add_argument(
+        "--remove-scope",
+        action="append",
+        default=[],
+        metavar="SCOPE",
+        help="one it holds, taken away (repeat)",
+    )
+
+
+def _edited_scopes(what: str, current: Sequence[str], args: argparse.Namespace) -> list[str]:
+    """The scopes `--scope`, `--add-scope` and `--remove-scope` make of `current`. A scope to remove
+    that is not there, as written, stops the command before anything is changed."""
+    granted = list(dict.fromkeys(args.scope)) if args.scope is not None else list(current)
+    missing = [s for s in dict.fromkeys(args.remove_scope) if s not in granted]
+    if missing:
+        raise http.Failed(
+            f"{what} does not hold {', '.join(missing)} (it holds: {', '.join(granted) or 'nothing'}); "
+            "nothing was changed"
+        )
+    removed = set(args.remove_scope)
+    return [s for s in dict.fromkeys([*granted, *args.add_scope]) if s not in removed]
+
+
+def _changes_something(args: argparse.Namespace, *flags: str) -> None:
+    """A usage error (exit 2) unless one of the scope edits or `flags` was given."""
+    edits = ("scope", "add_scope", "remove_scope", *flags)
+    if all(getattr(args, name) in (None, []) for name in edits):
+        given = ", ".join("--" + name.replace("_", "-") for name in edits)
+        args._parser.error(f"nothing to change: pass {given}")
 
 
 def _dest(flag: str) -> str:
@@ -327,6 +375,33 @@ def reset_access_token(connection: http.Connection, args: argparse.Namespace) ->
     return Shown(client, f"{text}\n\n{token_text(client)}")
 
 
+def update_client(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """getClient, then updateClient with its scopes edited as `role update` edits a role's, and its
+    description and expiry replaced or kept (and its deleteOnExpiration kept)."""
+    _changes_something(args, "description", "expires", "expires_in")
+    path = f"/clients/{http.segment(args.client_id)}"
+    client = http.call(connection, "GET", path)
+    expires = client["expires"]
+    if args.expires is not None or args.expires_in is not None:
+        expires = dates.to_iso(args.expires if args.expires is not None else dates.now_ms() + args.expires_in)
+    body = {
+        "description": client["description"] if args.description is None else args.description,
+        "expires": expires,
+        "scopes": _edited_scopes(f"client {args.client_id}", client["scopes"], args),
+        "deleteOnExpiration": bool(client.get("deleteOnExpiration", False)),
+    }
+    updated = http.call(connection, "POST", path, body=body)
+    return Shown(updated, f"Updated client {updated['clientId']}.\n{client_text(updated)}")
+
+
+def toggle_client(connection: http.Connection, args: argparse.Namespace) -> Shown:
+    """disableClient or enableClient: a disabled client's credentials are refused, its own and
+    any temporary credentials made from them."""
+    path = f"/clients/{http.segment(args.client_id)}/{args.toggle}"
+    client = http.call(connection, "POST", path)
+    return Shown(client, f"{args.toggle.capitalize()}d client {client['clientId']}.\n{client_text(client)}")
+
+
 def client_text(client: Mapping[str, Any]) -> str:
     """A client for people: its fields, without any token."""
     rows: list[tuple[str, str | Sequence[str]]] = [
@@ -366,21 +441,11 @@ def create_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
 
 def update_role(connection: http.Connection, args: argparse.Namespace) -> Shown:
     """getRole, then updateRole with its scopes replaced (`--scope`), added to or taken from, and
-    its description replaced or kept. A scope to remove that the role does not grant, as written,
-    stops the command before anything is changed."""
-    if args.scope is None and not args.add_scope and not args.remove_scope and args.description is None:
-        args._parser.error("nothing to change: pass --scope, --add-scope, --remove-scope or --description")
+    its description replaced or kept."""
+    _changes_something(args, "description")
     path = f"/roles/{http.segment(args.role_id)}"
     role = http.call(connection, "GET", path)
-    granted = list(dict.fromkeys(args.scope)) if args.scope is not None else list(role["scopes"])
-    missing = [s for s in dict.fromkeys(args.remove_scope) if s not in granted]
-    if missing:
-        raise http.Failed(
-            f"role {args.role_id} does not grant {', '.join(missing)} (it grants: "
-            f"{', '.join(granted) or 'nothing'}); nothing was changed"
-        )
-    removed = set(args.remove_scope)
-    scopes = [s for s in dict.fromkeys([*granted, *args.add_scope]) if s not in removed]
+    scopes = _edited_scopes(f"role {args.role_id}", role["scopes"], args)
     description = role["description"] if args.description is None else args.description
     updated = http.call(connection, "POST", path, body={"description": description, "scopes": scopes})
     return Shown(updated, f"Updated role {updated['roleId']}.\n{role_text(updated)}")
