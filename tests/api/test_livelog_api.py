@@ -208,3 +208,16 @@ async def test_a_stream_url_for_no_task_id_is_400_even_when_signed(api: Api, tas
     base, query = url.split("?")
     base = base.replace(task_id, quote(task_id, safe=""))
     assert_error(await api.client.get(base + "?" + query), 400, "InvalidRequestArguments", names=["taskId"])
+
+
+async def test_the_stream_starts_at_the_byte_asked(api: Api) -> None:
+    task_id, creds = await running_task(api)
+    url = (await append(api, task_id, creds, {"offset": 0, "data": "one\n"})).json()["url"]
+    await append(api, task_id, creds, {"offset": 4, "data": "twö\n"})
+    await append(api, task_id, creds, {"offset": 9, "data": "three\n"})
+    whole = "one\ntwö\nthree\n".encode()
+    for start in (0, 4, 6, 7, 12, 15, 99):  # 7: inside ö's two bytes; 15: the end
+        answer = await api.client.get(f"{url}&follow=0&start={start}")
+        assert (answer.status_code, answer.content) == (200, whole[start:]), start
+    for bad in ("-1", "x", "1e3", "9" * 19, ""):
+        assert_error(await api.client.get(f"{url}&follow=0&start={bad}"), 400, "InvalidRequestArguments")

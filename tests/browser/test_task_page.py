@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import taskcluster
@@ -150,6 +151,8 @@ def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
         f"printf 'last-%s\\n' before-wait; while [ ! -e {go} ]; do sleep 0.2; done; printf 'after-%s\\n' go"
     )
     task_id = create(queue, tq, {"command": sh(script)}, metadata=_metadata("a big log"))
+    streams: list[str] = []
+    page.on("request", lambda request: streams.append(request.url) if "/_livelog/" in request.url else None)
     page.goto(f"/tasks/{task_id}")
     page.wait_for_selector("#log-text:has-text('last-before-wait')", timeout=WAIT_MS)
     hidden = int(page.locator("#log-hidden-bytes").inner_text())
@@ -164,6 +167,9 @@ def test_a_big_live_log_shows_its_last_megabyte_and_says_how_much_is_hidden(
     page.reload()
     page.wait_for_selector("#log-text:has-text('last-before-wait')", timeout=WAIT_MS)
     assert page.locator("#log-hidden").is_visible()
+    # The page asked the stream for its last megabyte only, not for the whole log.
+    started = [int(parse_qs(urlsplit(url).query).get("start", ["0"])[0]) for url in streams]
+    assert started and started[-1] > 700_000, streams
     go.touch()
     page.wait_for_selector("#task-state.state-completed", timeout=WAIT_MS)
     page.wait_for_selector("#log-text:has-text('after-go')", timeout=WAIT_MS)

@@ -4,6 +4,8 @@ Not a TaskCluster API call: like the local blob store's URLs, the URL's HMAC sig
 credential, so whoever followed the live-log artifact's 303 (a browser, curl, `taskyard task
 log -f`) needs nothing more. `follow=0` answers what is stored and ends; otherwise the stream
 stays open, sending each chunk as it is appended, until the log is closed or its run resolved.
+`start=N` begins at byte N of the log instead of its first (the task page starts at its last
+megabyte): the query is not signed, so any start may be asked of a URL one holds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from taskyard.queue.service import Queue
 
 PATH = "/api/queue/v1/_livelog/{taskId}/{runId}"
 RUN_ID_DIGITS = 6  # runs are numbered below 50; a signed URL only ever names a real one
+START_DIGITS = 18  # a byte offset below 10**18 (a log is far smaller)
 HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy may hold chunks back
 
 
@@ -37,9 +40,13 @@ class FollowingResponse(StreamingResponse):
     under older servers, could interrupt it in the middle of a query.
     """
 
-    def __init__(self, queue: Queue, task_id: str, run_id: int, *, keep_following: bool) -> None:
+    def __init__(
+        self, queue: Queue, task_id: str, run_id: int, *, keep_following: bool, start: int = 0
+    ) -> None:
         self.gone = asyncio.Event()
-        self._chunks = livelogs.follow(queue, task_id, run_id, keep_following=keep_following, gone=self.gone)
+        self._chunks = livelogs.follow(
+            queue, task_id, run_id, keep_following=keep_following, gone=self.gone, start=start
+        )
         super().__init__(self._chunks, headers=HEADERS, media_type=livelogs.CONTENT_TYPE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -73,8 +80,11 @@ async def _get(queue: Queue, request: Request) -> Response:
         raise InvalidRequestArguments(f"URL parameter runId {run[:40]!r} must be a whole number")
     query = dict(request.query_params)
     livelogs.verify_url(queue, task_id, run, query)  # a signed URL names a real task and run
+    start = digits.parse_whole(query.get("start", "0"), START_DIGITS)
+    if start is None:
+        raise InvalidRequestArguments(f"query start {query['start'][:40]!r} must be a whole number of bytes")
     await livelogs.check_exists(queue, task_id, run_id)
-    return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0")
+    return FollowingResponse(queue, task_id, run_id, keep_following=query.get("follow") != "0", start=start)
 
 
 def routes(queue: Queue) -> list[StarletteRoute]:

@@ -261,16 +261,19 @@ async def finished(q: Queue, task_id: str, run_id: int) -> bool:
 
 
 async def follow(
-    q: Queue, task_id: str, run_id: int, *, keep_following: bool, gone: asyncio.Event
+    q: Queue, task_id: str, run_id: int, *, keep_following: bool, gone: asyncio.Event, start: int = 0
 ) -> AsyncGenerator[bytes, None]:
-    """The log's bytes: what is stored, then (if `keep_following`) each chunk as it comes.
+    """The log's bytes from byte `start` on: what is stored, then (if `keep_following`) each chunk
+    as it comes.
 
     Ends once the log can't grow and everything is sent, when `gone` is set (the client left), or
     when the server stops (`live_log_followers.close()`). Each round reads the state before the
-    chunks, so a round that finds the log finished still sends its last chunks.
+    chunks, so a round that finds the log finished still sends its last chunks. The chunk holding
+    `start` began at most MAX_CHUNK_BYTES before it: the first read starts there, and what comes
+    before `start` is cut off.
     """
     with q.live_log_followers.watch(f"{task_id}/{run_id}") as woken:
-        position = 0
+        position = max(0, start - MAX_CHUNK_BYTES)
         while not gone.is_set():
             woken.clear()  # before reading: an append from now on wakes the next wait
             try:
@@ -280,7 +283,9 @@ async def follow(
                     for offset, data in chunks:
                         encoded = data.encode()
                         position = offset + len(encoded)
-                        yield encoded
+                        if position <= start:
+                            continue
+                        yield encoded[start - offset :] if offset < start else encoded
                     if len(chunks) < READ_BATCH:
                         break
             except Unavailable:

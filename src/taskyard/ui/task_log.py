@@ -58,6 +58,7 @@ class Log:
     total: int  # bytes in the whole log (0 when unread)
     shown: int  # bytes of it shown
     note: str  # why nothing is shown, or empty
+    stream: str = ""  # the live stream's signed URL (a path of this server), when `html` was read from it
 
     @property
     def hidden(self) -> int:
@@ -137,7 +138,17 @@ async def read(q: Queue, task_id: str, run_id: int, state: str, name: str, guard
     if isinstance(tail, str):
         return note(tail)
     shown = tail.data()
-    return Log(run_id, name, url, running, ansi.bytes_to_html(shown), tail.total, len(shown), "")
+    return Log(
+        run_id,
+        name,
+        url,
+        running,
+        ansi.bytes_to_html(shown),
+        tail.total,
+        len(shown),
+        "",
+        _stream_path(q, found),
+    )
 
 
 async def _tail_of(q: Queue, found: Artifact) -> Tail | str:
@@ -156,6 +167,14 @@ async def _tail_of(q: Queue, found: Artifact) -> Tail | str:
         return "The log's content was never uploaded."
     except TaskyardError as exc:  # no blob store here, say
         return f"The log's content can't be read here: {exc.message}"
+
+
+def _stream_path(q: Queue, found: Artifact) -> str:
+    """The signed URL of the live stream `found` refers to, as a path of this server; else ''."""
+    if found.storage_type != "reference" or not _is_live_stream(q, found):
+        return ""
+    assert q.live_log_urls is not None
+    return str(found.details["url"])[len(q.live_log_urls.root_url) :]
 
 
 def _is_live_stream(q: Queue, found: Artifact) -> bool:

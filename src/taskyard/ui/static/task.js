@@ -152,20 +152,24 @@
 
   if (window.taskyard) Object.assign(window.taskyard, { AnsiConverter: Converter, trimLog: trim }); // for the tests
 
-  // Follow the live log of the section's run from the start of its last TAIL bytes; true once the
-  // stream has ended, false if it could not be opened (no live log yet: tried again later).
+  // Follow the live log of the section's run from the start of its last TAIL bytes: the stream the
+  // server read it from (`data-stream`) is asked to start there (`start=`); the artifact's URL
+  // (whose 303 would drop the query) is followed from the log's first byte. True once the stream
+  // has ended, false if it could not be opened (no live log yet: tried again later).
   async function followLog(section) {
     const pre = section.querySelector("#log-text");
     if (!pre || following) return false;
     const controller = new AbortController();
     following = controller;
     try {
-      const reply = await fetch(section.dataset.url, { signal: controller.signal, cache: "no-store" });
+      const skip = Math.max(0, Number(section.dataset.bytes || 0) - TAIL);
+      const url = new URL(section.dataset.stream || section.dataset.url, window.location.href);
+      if (section.dataset.stream && skip > 0) url.searchParams.set("start", String(skip));
+      const reply = await fetch(url, { signal: controller.signal, cache: "no-store" });
       if (reply.status === 401 || reply.status === 403) section.dataset.live = "refused"; // not public
       if (!reply.ok || !reply.body) return false;
-      const skip = Math.max(0, Number(section.dataset.bytes || 0) - TAIL);
       const reader = reply.body.getReader(), decoder = new TextDecoder("utf-8"), converter = new Converter();
-      let seen = 0, shown = 0, hidden = 0, toLineStart = skip > 0, fresh = true;
+      let seen = url.searchParams.has("start") ? skip : 0, shown = 0, hidden = 0, toLineStart = skip > 0, fresh = true;
       const add = (text, last) => {
         if (toLineStart) {
           const newline = text.indexOf("\n");
