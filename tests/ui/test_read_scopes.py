@@ -4,6 +4,7 @@ a viewer sees what the API would answer it, and nothing more."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable
 
 import httpx
@@ -104,6 +105,44 @@ async def test_the_dashboard_hides_the_queues_and_groups_the_viewer_may_not_list
     page = (await viewer.get("/")).text
     assert f'data-queue="{TASK_QUEUE_ID}"' in page and f"/groups/{group}" in page
     assert other not in page and "1 recent task group is not shown" in page
+
+
+async def test_a_queue_s_counts_and_workers_need_their_own_scopes_on_the_listings(
+    api: Api, browsers: Callable[..., Browser]
+) -> None:
+    await api.create_task()
+    await api.create_task()
+    await claim(api, worker="busy")
+    counts = f"queue:pending-count:{TASK_QUEUE_ID}"
+    lister = browsers()
+    assert (
+        await lister.signin(await new_client(api, "ui-reader/lister", ["queue:list-task-queues"]))
+    ).status_code == 303
+    for path in ("/", "/workers"):
+        page = (await lister.get(path)).text
+        assert TASK_QUEUE_ID in page and html.escape(counts) in page, path
+        assert f"queue:list-workers:{TASK_QUEUE_ID}" in page and "busy" not in page, path
+    row = re.search(
+        rf'<tr data-queue="{re.escape(TASK_QUEUE_ID)}">(.*?)</tr>', (await lister.get("/")).text, re.S
+    )
+    assert row and 'class="num pending"' not in row[1] and 'class="num workers"' not in row[1]
+    assert "No tasks yet" not in (await lister.get("/")).text  # the viewer can't tell
+    scopes = [
+        "queue:list-task-queues",
+        counts,
+        f"queue:claimed-count:{TASK_QUEUE_ID}",
+        f"queue:list-workers:{TASK_QUEUE_ID}",
+    ]
+    reader = browsers()
+    assert (await reader.signin(await new_client(api, "ui-reader/counter", scopes))).status_code == 303
+    row = re.search(
+        rf'<tr data-queue="{re.escape(TASK_QUEUE_ID)}">(.*?)</tr>', (await reader.get("/")).text, re.S
+    )
+    assert (
+        row and re.search(r'class="num pending">1<', row[1]) and re.search(r'class="num claimed">1<', row[1])
+    )
+    assert re.search(r'class="num workers">1<', row[1]) and html.escape(counts) not in row[1]
+    assert "busy" in (await reader.get("/workers")).text
 
 
 async def test_the_workers_and_queue_pages_need_the_queue_and_worker_scopes(

@@ -13,8 +13,9 @@ seen. Its reads are a fixed number of bounded queries, whatever the deployment h
   just read (a task or group event changes its group), the latest `RECENT_GROUPS` of them.
 
 It shows only what the viewer may read through the API: the queues with `listTaskQueues`'
-scopes, and each recent group with `listTaskGroup`'s for that group (the others are counted as
-hidden). The viewer's scopes are checked in memory, once a request.
+scopes, each queue's counts with its `taskQueueCounts`' and its workers with its `listWorkers`'
+(`readable`), and each recent group with `listTaskGroup`'s for that group (the others are counted
+as hidden). The viewer's scopes are checked in memory, once a request.
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ class QueueLine:
     claims: int = 0  # claims in the last minute
     workers: int = 0
     quarantined: list[tuple[str, str, int]] = field(default_factory=list)  # group, id, until
+    counts_need: str = ""  # the scopes the viewer lacks to see the counts (`readable`), or ""
+    workers_need: str = ""  # the scopes the viewer lacks to see the workers, or ""
 
 
 @dataclass
@@ -90,7 +93,7 @@ class Overview:
     @property
     def no_tasks(self) -> bool:
         """No task at all (a queue may be known already: a worker asked it for work)."""
-        if not self.queues_shown or self.groups_hidden:
+        if not self.queues_shown or self.groups_hidden or any(q.counts_need for q in self.queues):
             return False  # the viewer may not know
         return not self.groups and not any(q.pending or q.claimed for q in self.queues)
 
@@ -136,6 +139,27 @@ async def queue_lines(ui: UI, session: Session, now: int) -> dict[str, QueueLine
     return lines
 
 
+def queue_params(task_queue_id: str) -> dict[str, str]:
+    """A queue's id and its halves, as the API's routes name them."""
+    provisioner_id, _, worker_type = task_queue_id.partition("/")
+    return {"taskQueueId": task_queue_id, "provisionerId": provisioner_id, "workerType": worker_type}
+
+
+def readable(line: QueueLine, who: Caller) -> QueueLine:
+    """`line` with what `who` may not read through the API blanked, and the scopes that would let
+    it: the counts (pending, running, the oldest pending run's age, the last minute's claims) need
+    taskQueueCounts' scopes for the queue, its workers listWorkers'."""
+    params = queue_params(line.task_queue_id)
+    if access.check(who, "taskQueueCounts", params) is not None:
+        line.pending = line.claimed = line.claims = 0
+        line.oldest_age = None
+        line.counts_need = access.needs("taskQueueCounts", params)
+    if access.check(who, "listWorkers", params) is not None:
+        line.workers, line.quarantined = 0, []
+        line.workers_need = access.needs("listWorkers", params)
+    return line
+
+
 async def recent_groups(session: Session, changed: dict[str, int]) -> list[GroupLine]:
     """The `RECENT_GROUPS` groups created or changed last (`changed`: from the events), with counts."""
     latest = dict(changed)
@@ -163,7 +187,7 @@ async def overview(ui: UI, who: Caller) -> Overview:
     shown = [
         g for g in groups if access.check(who, "listTaskGroup", {"taskGroupId": g.task_group_id}) is None
     ]
-    queues = [lines[k] for k in sorted(lines)]
+    queues = [readable(lines[k], who) for k in sorted(lines)]
     return Overview(queues, shown, recent.capped, queues_shown, len(groups) - len(shown))
 
 

@@ -90,16 +90,13 @@ async def workers_page(ui: UI, request: Request) -> Response:
     for row in rows[:MAX_WORKERS]:
         by_queue[row["task_queue_id"]].append(worker_line(row, now))
         lines.setdefault(row["task_queue_id"], dashboard.QueueLine(row["task_queue_id"]))
-    queues = [lines[k] for k in sorted(lines)]
-    hidden = {
-        q.task_queue_id for q in queues if access.check(who, "listWorkers", _queue_params(q.task_queue_id))
-    }
+    queues = [dashboard.readable(lines[k], who) for k in sorted(lines)]
+    hidden = {q.task_queue_id for q in queues if q.workers_need}
     return await ui.page(
         request,
         "workers.html",
         queues=queues,
         workers={k: v for k, v in by_queue.items() if k not in hidden},
-        workers_hidden={k: access.needs("listWorkers", _queue_params(k)) for k in hidden},
         capped=len(rows) > MAX_WORKERS,
         max_workers=MAX_WORKERS,
     )
@@ -109,7 +106,7 @@ async def queue_page(ui: UI, request: Request) -> Response:
     """One task queue: counts, workers with what they run, its first pending tasks."""
     task_queue_id = queue_workers.check_task_queue_id(request.path_params["taskQueueId"])
     q, now = ui.services.queue, ui.now()
-    params = _queue_params(task_queue_id)
+    params = dashboard.queue_params(task_queue_id)
     for name in ("getTaskQueue", "taskQueueCounts", "listWorkers"):
         await access.require(ui, request, name, params)
     counts = await inspect.counts(q, task_queue_id)
@@ -146,12 +143,6 @@ async def queue_page(ui: UI, request: Request) -> Response:
         capped=len(rows) > MAX_WORKERS,
         max_workers=MAX_WORKERS,
     )
-
-
-def _queue_params(task_queue_id: str) -> dict[str, str]:
-    """A queue's id and its halves, as the API's routes name them."""
-    provisioner_id, _, worker_type = task_queue_id.partition("/")
-    return {"taskQueueId": task_queue_id, "provisionerId": provisioner_id, "workerType": worker_type}
 
 
 def routes(ui: UI) -> list[BaseRoute]:
