@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from taskyard.api.artifacts_v1 import GET_SCOPES
-from taskyard.api.authz import ANONYMOUS, Caller, require
+from taskyard.api.authz import ANONYMOUS, require
 from taskyard.model import dates, digits, paging, scopes
 from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound
 from taskyard.model.guard import Guard
@@ -30,7 +30,7 @@ from taskyard.model.runs import TaskRecord
 from taskyard.model.status import RunStatus
 from taskyard.queue import inspect, service, tasks
 from taskyard.queue.tasks import check_task_id
-from taskyard.ui import access, sessions, task_log
+from taskyard.ui import access, task_log
 from taskyard.ui.render import SECURITY_HEADERS, UI, view
 
 UNRESOLVED = ("unscheduled", "pending", "running")
@@ -59,8 +59,7 @@ async def _reader(ui: UI, request: Request) -> tuple[tuple[str, ...], Guard]:
     """What an anonymous reader holds (which artifacts are public), and a guard checking getArtifact's
     scopes for the log as the viewer: the signed-in client's scopes, else an anonymous reader's."""
     anonymous = tuple(await ui.services.expand([ANONYMOUS]))
-    session = await sessions.signed_in(ui, request)
-    who = session.caller if session is not None else Caller(None, anonymous)
+    who = await access.viewer(ui, request)  # the caller every page reads as
 
     def guard(**values: object) -> None:
         require(who, GET_SCOPES, values)
