@@ -26,6 +26,13 @@ async def a_task(api: Api) -> tuple[str, str]:
     return task_id, group
 
 
+async def one_pending_one_running(api: Api) -> None:
+    """Two tasks in TASK_QUEUE_ID, one of them claimed by worker `busy`."""
+    await api.create_task()
+    await api.create_task()
+    await claim(api, worker="busy")
+
+
 def task_paths(task_id: str, group: str) -> list[str]:
     return [f"/tasks/{task_id}", f"/tasks/{task_id}/status", f"/ui/live/tasks/{task_id}"]
 
@@ -110,9 +117,7 @@ async def test_the_dashboard_hides_the_queues_and_groups_the_viewer_may_not_list
 async def test_a_queue_s_counts_and_workers_need_their_own_scopes_on_the_listings(
     api: Api, browsers: Callable[..., Browser]
 ) -> None:
-    await api.create_task()
-    await api.create_task()
-    await claim(api, worker="busy")
+    await one_pending_one_running(api)
     counts = f"queue:pending-count:{TASK_QUEUE_ID}"
     lister = browsers()
     assert (
@@ -148,9 +153,7 @@ async def test_a_queue_s_counts_and_workers_need_their_own_scopes_on_the_listing
 async def test_the_workers_and_queue_pages_need_the_queue_and_worker_scopes(
     api: Api, browsers: Callable[..., Browser]
 ) -> None:
-    await api.create_task()
-    await api.create_task()
-    await claim(api, worker="busy")
+    await one_pending_one_running(api)
     anonymous = browsers()
     assert_refused(await anonymous.get("/workers"), 401, "queue:list-task-queues")
     assert_refused(
