@@ -137,7 +137,10 @@ class _Index:
         # one count): as many as there are keys
         self.merged: dict[tuple[_Node | None, _Node | None, int, int], list[BaseRoute]] = {}
         self.by_method: dict[str, _Index] = {}  # by a method some route names, "" for any other
-        self.named = {m for r in routes if isinstance(r, StarletteRoute) for m in r.methods or ()}
+        # the methods some route names: only the top index (no method) sorts requests by them
+        self.named = (
+            set() if method else {m for r in routes if isinstance(r, StarletteRoute) for m in r.methods or ()}
+        )
         self.most = 0
         for i, route in enumerate(routes):
             taken = route.methods if isinstance(route, StarletteRoute) else None

@@ -18,8 +18,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-import orjson
-
 from taskyard.model import runs
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.outages import Outage
@@ -206,7 +204,7 @@ async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], ready: _Ready) -
 
 def _ids(rows: Sequence[Row]) -> str:
     """The resolutions' ids as the JSON list the queries take."""
-    return orjson.dumps([r["id"] for r in rows]).decode()
+    return service.dumps([r["id"] for r in rows])
 
 
 async def _satisfy_tx(tx: Tx, rows: list[Row]) -> None:

@@ -8,6 +8,7 @@ creates them as the graph's scopes allow, never as the caller's wider ones.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TypedDict
 
 import orjson
@@ -156,7 +157,7 @@ async def _insert_tx(
         body=request,
         tasks_left=len(graph.nodes),
         created=s.clock(),
-        expires=_latest_expiry(definitions),
+        expires=_latest_expiry(definitions.values()),
     )
     await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
     status = task_graph.status(graph_id, s.scheduler_id, "running", graph.routing)
@@ -165,9 +166,9 @@ async def _insert_tx(
     return {"status": status}
 
 
-def _latest_expiry(definitions: dict[str, TaskDefinition]) -> int:
+def _latest_expiry(definitions: Iterable[TaskDefinition]) -> int:
     """When the graph may go, as far as these tasks say: the latest of their expiries (epoch ms)."""
-    return max(dates.parse_iso(d["expires"]) for d in definitions.values())
+    return max(dates.parse_iso(d["expires"]) for d in definitions)
 
 
 async def _add_tasks_tx(
@@ -212,7 +213,7 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
         _check_running(locked)
         await _same_again_tx(s, tx, graph_id, [n for n in graph.nodes if n.task_id in known], definitions)
         if new:
-            latest = _latest_expiry({n.task_id: definitions[n.task_id] for n in new})
+            latest = _latest_expiry(definitions[n.task_id] for n in new)
             await tx.execute("add_task_graph_tasks", graph_id, len(new), latest)
             await _add_tasks_tx(s, tx, graph_id, new, definitions, first_position=locked["task_count"])
         status = status_of(locked)

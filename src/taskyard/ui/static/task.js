@@ -164,12 +164,13 @@
     try {
       const skip = Math.max(0, Number(section.dataset.bytes || 0) - TAIL);
       const url = new URL(section.dataset.stream || section.dataset.url, window.location.href);
-      if (section.dataset.stream && skip > 0) url.searchParams.set("start", String(skip));
+      const from = section.dataset.stream ? skip : 0; // where the answer starts
+      if (from > 0) url.searchParams.set("start", String(from));
       const reply = await fetch(url, { signal: controller.signal, cache: "no-store" });
       if (reply.status === 401 || reply.status === 403) section.dataset.live = "refused"; // not public
       if (!reply.ok || !reply.body) return false;
       const reader = reply.body.getReader(), decoder = new TextDecoder("utf-8"), converter = new Converter();
-      let seen = url.searchParams.has("start") ? skip : 0, shown = 0, hidden = 0, toLineStart = skip > 0, fresh = true;
+      let seen = from, shown = 0, hidden = 0, toLineStart = skip > 0, fresh = true;
       const add = (text, last) => {
         if (toLineStart) {
           const newline = text.indexOf("\n");
