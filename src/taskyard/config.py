@@ -49,6 +49,9 @@ class ServerConfig:
     # Where s3-type artifacts' bytes go: file:///dir or s3://bucket?endpoint=...&region=...
     artifacts: str = ""
     max_artifact_bytes: int = 1024**3
+    # The origin blob and live-log URLs are built on, on a host name of its own (model/served.py);
+    # empty: the root URL.
+    blob_origin: str = ""
     # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
     # scope checks, so bench/ can measure what they cost.
     bench_skip_auth: bool = False
@@ -67,6 +70,11 @@ class ServerConfig:
     @property
     def root_url(self) -> str:
         return self.public_url or f"http://{self.host}:{self.port}"
+
+    @property
+    def blob_url(self) -> str:
+        """The origin signed blob and live-log URLs are built on."""
+        return self.blob_origin or self.root_url
 
     @property
     def artifacts_url(self) -> str:

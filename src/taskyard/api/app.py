@@ -79,6 +79,7 @@ class Services:
     started: float = field(default_factory=time.monotonic)
     skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
+    blob_origin: str | None = None  # where blobs and live logs are served (api/blobs.py's OriginGate)
     events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
     limits: shedding.Limits = field(
         default_factory=shedding.Limits
@@ -385,6 +386,7 @@ class App(Starlette):
     metrics: metrics.Metrics
     api_router: IndexedRouter
     proxy: ASGIApp | None = None
+    blob_gate: blobs.OriginGate | None = None  # with a blob origin: what each host may be asked
 
     def build_middleware_stack(self) -> ASGIApp:
         app: ASGIApp = ExceptionMiddleware(self.router, handlers=self.exception_handlers, debug=self.debug)
@@ -408,6 +410,9 @@ class App(Starlette):
             headers = request_headers(scope)
             if "x-forwarded-proto" in headers or "x-forwarded-for" in headers:
                 await self.proxy(scope, receive, send)
+        if self.blob_gate is not None and (misdirected := self.blob_gate.refusal(scope)) is not None:
+            await misdirected(scope, receive, send)
+            return
         kind = shedding.kind_of(scope["method"], scope["path"])
         refusal = self.shedding.admit(kind)
         if refusal is not None:  # refusing is cheap: not timed
@@ -506,6 +511,8 @@ def build_app(services: Services) -> App:
     app.shedding = shedding.Shedding(services.limits, shed)
     app.metrics = app.state.metrics = measured
     app.state.pages = pages
+    if services.blob_origin is not None:
+        app.blob_gate = blobs.OriginGate(services.blob_origin)
     # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
     app.router = app.api_router = IndexedRouter(routes, redirect_slashes=False)
     return app

@@ -2,7 +2,12 @@
 
 These are not TaskCluster API calls: the URL's HMAC signature, not Hawk, is the credential, so
 a downloader that followed getArtifact's 303 needs nothing more. An upload URL writes once: the
-queue is asked before the body is read, and again before the blob is kept.
+queue is asked before the body is read, and again before the blob is kept. A download carries
+`model/served.py`'s headers: the bytes and their Content-Type are the uploader's, never a page of
+ours (no script runs; an active type is an attachment).
+
+With a blob origin (`--blob-origin`), `OriginGate` keeps the two hosts apart: the blob origin's
+answers nothing but blobs and live logs, and the UI's host no blobs.
 """
 
 from __future__ import annotations
@@ -10,22 +15,55 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, MalformedRangeHeader, RangeNotSatisfiable, Response
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
 
-from taskyard.api.errors import CallInfo, describe
+from taskyard.api.errors import NO_CALL, CallInfo, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
 from taskyard.model import artifacts as rules
-from taskyard.model import errors, slugid
+from taskyard.model import errors, served, slugid
 from taskyard.model.errors import MalformedPayload, ResourceNotFound
-from taskyard.queue import artifacts
+from taskyard.queue import artifacts, livelogs
 from taskyard.queue.service import Queue
 
 PATH = "/api/queue/v1/_blobs/{key:path}"
+PREFIX = PATH.split("{", 1)[0]
+
+
+class OriginGate:
+    """What each host may be asked when blobs have an origin of their own, told by the request's
+    Host header (which the proxy in front passes on, as Hawk needs it to): on the blob origin's
+    host, blobs and live logs only, so that an uploaded document opened there reaches no API call
+    and no UI page on its own origin; elsewhere, no blobs. Live logs stay on the UI's host too:
+    the task page follows them there, and their type is ours (text/plain, served sandboxed)."""
+
+    def __init__(self, blob_origin: str) -> None:
+        self.host = urlsplit(blob_origin).hostname
+
+    def refusal(self, scope: Scope) -> Response | None:
+        """The 404 for a request the host it is addressed to does not serve; None to serve it."""
+        path: str = scope["path"]
+        blob = path.startswith(PREFIX)
+        host = served.host_name(_host_header(scope))
+        if host == self.host and not (blob or path.startswith(livelogs.STREAM_PREFIX)):
+            problem = "this host serves artifacts and live logs only"
+        elif host != self.host and blob:
+            problem = "artifacts are served from the deployment's blob origin, not this host"
+        else:
+            return None
+        return render(ResourceNotFound(f"{problem}: {scope['method']} {path[:200]}"), NO_CALL)
+
+
+def _host_header(scope: Scope) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == b"host":
+            return str(value.decode("latin-1"))
+    return None
 
 
 def _store(queue: Queue) -> ServedStore:
@@ -77,7 +115,7 @@ async def _get(queue: Queue, request: Request) -> Response:
     _check_key(key)
     store.verify_get(key, dict(request.query_params))
     blob = store.open(key)
-    headers = {"content-type": blob.content_type}
+    headers = {"content-type": blob.content_type, **served.headers_for(blob.content_type)}
     if blob.content_encoding:
         headers["content-encoding"] = blob.content_encoding
     use_range = _check_range(request.headers.get("range"), blob.size)

@@ -20,7 +20,7 @@ from starlette.types import Message, Receive, Scope, Send
 from taskyard.api.errors import CallInfo, describe
 from taskyard.api.routing import check_params
 from taskyard.api.streams import send_in_time
-from taskyard.model import digits
+from taskyard.model import digits, served
 from taskyard.model.errors import InvalidRequestArguments
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
@@ -28,7 +28,12 @@ from taskyard.queue.service import Queue
 PATH = "/api/queue/v1/_livelog/{taskId}/{runId}"
 RUN_ID_DIGITS = 6  # runs are numbered below 50; a signed URL only ever names a real one
 START_DIGITS = 18  # a byte offset below 10**18 (a log is far smaller)
-HEADERS = {"cache-control": "no-store", "x-accel-buffering": "no"}  # no proxy may hold chunks back
+# No proxy may hold chunks back; the text is the worker's, served as uploaded bytes are (model/served.py).
+HEADERS = {
+    "cache-control": "no-store",
+    "x-accel-buffering": "no",
+    **served.headers_for(livelogs.CONTENT_TYPE),
+}
 
 
 class FollowingResponse(StreamingResponse):

@@ -13,6 +13,7 @@ from taskyard import events
 from taskyard.config import QueueConfig, ServerConfig
 from taskyard.events.profiles import parse_profiles
 from taskyard.lockfile import Lock, acquire
+from taskyard.model import served
 from taskyard.model.errors import ConfigError
 
 DATA_DIR_LOCK = "taskyard.lock"
@@ -125,6 +126,14 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
         "--artifacts",
         help="blob store for artifacts: file:///dir or s3://bucket?endpoint=URL&region=R "
         "(default: DATA_DIR/artifacts)",
+        default="",
+    )
+    add(
+        parser,
+        "--blob-origin",
+        help="origin (scheme://host[:port]) on a host name of its own that serves artifacts and live "
+        "logs, so that no uploaded page shares the UI's origin; the proxy in front sends it here "
+        "(default: the root URL)",
         default="",
     )
     add(
@@ -299,6 +308,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         queue=queue,
         artifacts=values["artifacts"],
         max_artifact_bytes=values["max_artifact_bytes"],
+        blob_origin=blob_origin(values),
         events=events.check_url(values["events"]),
         event_profiles=parse_profiles(values["event_profiles"]),
         scheduler_id=scheduler_id(values["scheduler_id"]),
@@ -325,6 +335,18 @@ def check_overload(values: Mapping[str, Any]) -> None:
             raise ConfigError(
                 name.replace("_", "-"), values[name], "must be above 0 and at most 3600 seconds"
             )
+
+
+def blob_origin(values: Mapping[str, Any]) -> str:
+    """`--blob-origin` as an origin on a host name other than the root URL's; '' if not given."""
+    value = values.get("blob_origin", "")
+    if not value:
+        return ""
+    root_url = values["public_url"].rstrip("/") or f"http://{values['host']}:{values['port']}"
+    try:
+        return served.check_origin(value, root_url)
+    except ValueError as exc:
+        raise ConfigError("blob-origin", value, str(exc)) from None
 
 
 def scheduler_id(value: str) -> str:

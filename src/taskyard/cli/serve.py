@@ -63,7 +63,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
     async with contextlib.AsyncExitStack() as opened:
         blobs = open_blob_store(
             config.artifacts_url,
-            root_url=config.root_url,
+            root_url=config.blob_url,
             secret_key=config.secret_key,
             max_bytes=config.max_artifact_bytes,
         )
@@ -89,7 +89,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 static.derived_token(config.root_access_token, static.QUEUE_CLIENT_ID),
             ),
             blobs=blobs,
-            live_log_urls=livelogs.StreamUrls(config.root_url, config.secret_key),
+            live_log_urls=livelogs.StreamUrls(config.blob_url, config.secret_key),
             poll_keys=poll.PollKeys(config.root_url, config.secret_key),
             events_committed=relay.kick,
         )
@@ -109,6 +109,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             max_body_bytes=config.queue.max_body_bytes,
             skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
+            blob_origin=config.blob_origin or None,
             events=feed,
             limits=Limits(
                 config.max_in_flight,
