@@ -274,6 +274,9 @@ def test_one_address_can_not_take_every_stream(followed: Server, tq: str) -> Non
         status, sock = follow(followed, target, "127.0.0.2")
         closing.enter_context(sock)
         assert status == 200  # another client's follow
+        status, sock = follow(followed, target, headers="X-Forwarded-For: 203.0.113.7\r\n")
+        closing.enter_context(sock)
+        assert status == 200  # another client, named by the trusted proxy (loopback, by default)
         status, sock = follow(followed, EVENTS, headers=signed_header(followed, EVENTS))
         closing.enter_context(sock)
         assert status == 200  # an event stream counted as its clientId's
