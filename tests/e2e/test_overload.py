@@ -112,6 +112,12 @@ def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(
         reply = helpers.signed("POST", f"{tight.api}/claim-work/{tq}", WORKER, tight.credentials)
         assert reply.status_code == 200
         assert [claim["status"]["taskId"] for claim in reply.json()["tasks"]] == [task_id]
+        # A body on its way takes no place; once it has all come, it is refused as any request.
+        late = held_request(tight, "PUT", f"/api/queue/v1/task/{helpers.slug()}")
+        with late:
+            late.sendall(b" " * 98 + b"}")  # the rest of its 100 bytes
+            answer = late.makefile("rb").readline()
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
     finally:
         for sock in held:
             sock.close()
