@@ -11,7 +11,7 @@ closed without an answer. The body, if any, must then arrive within `body_timeou
 one for each `BODY_RATE` bytes of it (a large upload at a fair pace is not cut short), or the
 request is answered 408 `RequestTimeout` and the connection closed: the app, which was waiting for
 the body, sees the client gone, so a client that sends a head and then its body a byte at a time
-(or never) holds a request in flight only that long.
+(or never) holds its connection and request only that long (and no place in flight meanwhile).
 
 It also caps the connections one client address holds at once (`max_per_client`, the
 `--max-connections-per-client` option): one beyond is answered 503 `ServiceUnavailable` with
