@@ -204,6 +204,26 @@ def test_one_address_beyond_its_connections_is_refused_and_others_are_not(capped
             sock.close()
 
 
+@pytest.fixture
+def behind_proxy(db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+    """`capped`, trusting the proxy at 127.0.0.2 alone (`FORWARDED_ALLOW_IPS`)."""
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.2")
+    args = ["--max-connections-per-client", "4", "--head-timeout", "3600"]
+    running = start_server(db_url, tmp_path, name="behind-proxy", extra_args=args)
+    yield running
+    running.stop()
+
+
+def test_the_trusted_proxies_are_the_ones_not_capped(behind_proxy: Server) -> None:
+    with contextlib.ExitStack() as closing:
+        for _ in range(8):  # the proxy's: not capped
+            closing.enter_context(connect(behind_proxy, "127.0.0.2"))
+        assert pinged(behind_proxy, "127.0.0.2") == 200
+        for _ in range(4):  # loopback, trusted no more: capped as any address
+            closing.enter_context(connect(behind_proxy))
+        helpers.wait_for(lambda: pinged(behind_proxy, "127.0.0.1") == 503, what="127.0.0.1 refused")
+
+
 # --- Streams per client --------------------------------------------------------------------------
 
 
