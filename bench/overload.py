@@ -14,7 +14,9 @@ connection) to measure how responsive the server stays:
 5. slowbody  `--slow-bodies` clients (300, beyond the default --max-in-flight) each sending a
              createTask head, then its body a byte a second, and 2 s later the creators of 3.: how
              the slow ones were answered (408 once --body-timeout passed) and when, and whether
-             the creators got through. Not in `all`; run it with --duration above --body-timeout.
+             the creators got through (they should: a request is counted in flight only once its
+             body has arrived). The clients are on loopback, which --max-connections-per-client
+             does not cap. Not in `all`; run it with --duration above --body-timeout.
 
 It prints, per scenario: ping p50/p99/max and failures, the status codes each kind of call got, and
 at the end whether every task a createTask answered 200 for exists (task status answers 200).

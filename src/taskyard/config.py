@@ -63,6 +63,9 @@ class ServerConfig:
     db_wait_timeout: float = 5.0  # seconds a request waits for a database connection (then 503)
     max_running: int = 16  # API calls worked on at once; the others in flight wait their turn
     max_streams: int = 1000  # event and live-log streams at once (more: 503)
+    max_streams_per_client: int = 100  # of those, one authenticated client's (more: 429)
+    max_anonymous_streams_per_client: int = 25  # of those, one address's anonymous ones (more: 429)
+    max_connections_per_client: int = 128  # connections one address holds at once, trusted proxies aside
     head_timeout: float = 10.0  # seconds a connection may take to send a request's head
     body_timeout: float = 30.0  # seconds a request's body may take, plus one per 64 KiB of it
     keep_alive_timeout: int = 5  # seconds an idle kept-alive connection stays open

@@ -35,6 +35,16 @@ def test_the_bounds_have_defaults_flags_and_variables(tmp_path: Path) -> None:
     assert (chosen.max_running, chosen.max_streams, chosen.body_timeout) == (4, 0, 7.5)
 
 
+def test_the_per_client_shares_have_defaults_flags_and_variables(tmp_path: Path) -> None:
+    defaults = config(tmp_path, [])
+    assert (defaults.max_streams_per_client, defaults.max_anonymous_streams_per_client) == (100, 25)
+    assert defaults.max_connections_per_client == 128
+    environ = {"TASKYARD_MAX_CONNECTIONS_PER_CLIENT": "0", "TASKYARD_MAX_STREAMS_PER_CLIENT": "7"}
+    chosen = config(tmp_path, ["--max-anonymous-streams-per-client", "3"], environ)
+    assert (chosen.max_connections_per_client, chosen.max_streams_per_client) == (0, 7)
+    assert chosen.max_anonymous_streams_per_client == 3
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
@@ -47,6 +57,9 @@ def test_the_bounds_have_defaults_flags_and_variables(tmp_path: Path) -> None:
         (["--max-running", "-1"], "max-running"),
         (["--max-streams", "-1"], "max-streams"),
         (["--body-timeout", "0"], "body-timeout"),
+        (["--max-streams-per-client", "-1"], "max-streams-per-client"),
+        (["--max-anonymous-streams-per-client", "-1"], "max-anonymous-streams-per-client"),
+        (["--max-connections-per-client", "-2"], "max-connections-per-client"),
     ],
 )
 def test_bad_bounds_are_refused_naming_the_flag(tmp_path: Path, argv: list[str], named: str) -> None:

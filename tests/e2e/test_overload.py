@@ -2,8 +2,10 @@
 cheaply and in TaskCluster's words, keeps answering ping, hangs up on clients that never send,
 and loses nothing it answered 200 for.
 
-The bounds are held deterministically: a request whose head has arrived but whose body has not is
-in flight for as long as the test keeps its body back.
+The bounds are held deterministically: a request is in flight while its answer waits for a client
+that reads none of it (a large blob's, whose bytes fill every buffer on the way), and a claimWork
+whose body is kept back is a long poll for as long as the test keeps it. (A request whose body is
+kept back is not in flight: that is `test_client_shares.py`'s.)
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import orjson
@@ -31,6 +34,38 @@ def tight(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     running = start_server(module_db_url, tmp_path_factory.mktemp("tight"), name="tight", extra_args=args)
     yield running
     running.stop()
+
+
+BLOB_BYTES = 32 * 1024 * 1024  # far beyond the socket buffers between server and client (4 MiB each)
+
+
+@pytest.fixture(scope="module")
+def big_blob(tight: Server) -> str:
+    """The path of a 32 MiB artifact's blob on `tight`."""
+    queue, tq = tight.client(), helpers.task_queue_id("big-blob")
+    task_id = helpers.create(queue, tq)
+    worker = tight.client(helpers.claim_one(queue, tq)["credentials"])
+    expires = helpers.iso(helpers.now() + timedelta(hours=1))
+    body = {"storageType": "s3", "contentType": "application/octet-stream", "expires": expires}
+    put_url = worker.createArtifact(task_id, 0, "private/big", body)["putUrl"]
+    headers = {"Content-Type": "application/octet-stream"}
+    assert (
+        requests.put(put_url, data=b"x" * BLOB_BYTES, headers=headers, timeout=HANG_GUARD).status_code == 200
+    )
+    signed = queue.buildSignedUrl("getArtifact", task_id, 0, "private/big")
+    moved = requests.get(signed, allow_redirects=False, timeout=HANG_GUARD)
+    assert moved.status_code == 303, moved.text
+    return str(moved.headers["location"]).removeprefix(tight.root_url)
+
+
+def held_answer(server: Server, path: str) -> socket.socket:
+    """A GET whose answer the client never reads: in flight until the socket closes."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(HANG_GUARD)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode())
+    return sock
 
 
 def held_request(server: Server, method: str, path: str) -> socket.socket:
@@ -56,9 +91,11 @@ def ping(server: Server) -> requests.Response:
     return requests.get(f"{server.api}/ping", timeout=HANG_GUARD)
 
 
-def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(tight: Server, tq: str) -> None:
+def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(
+    tight: Server, tq: str, big_blob: str
+) -> None:
     task_id = helpers.create(tight.client(), tq)
-    held = [held_request(tight, "PUT", f"/api/queue/v1/task/{helpers.slug()}") for _ in range(2)]
+    held = [held_answer(tight, big_blob) for _ in range(2)]
     try:
         url = f"{tight.api}/task/{helpers.slug()}/status"
         refused = helpers.wait_for(
@@ -75,6 +112,12 @@ def test_beyond_the_in_flight_bound_a_request_gets_503_and_ping_still_answers(ti
         reply = helpers.signed("POST", f"{tight.api}/claim-work/{tq}", WORKER, tight.credentials)
         assert reply.status_code == 200
         assert [claim["status"]["taskId"] for claim in reply.json()["tasks"]] == [task_id]
+        # A body on its way takes no place; once it has all come, it is refused as any request.
+        late = held_request(tight, "PUT", f"/api/queue/v1/task/{helpers.slug()}")
+        with late:
+            late.sendall(b" " * 98 + b"}")  # the rest of its 100 bytes
+            answer = late.makefile("rb").readline()
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
     finally:
         for sock in held:
             sock.close()
@@ -164,9 +207,9 @@ def impatient(db_url: str, tmp_path: Path) -> Iterator[Server]:
     running.stop()
 
 
-def test_a_body_that_does_not_arrive_is_answered_408_and_frees_its_slot(impatient: Server) -> None:
-    """A client that sends its head and then its body a byte at a time (or never) holds a request
-    in flight only until the body timeout: then it is answered 408 and hung up on."""
+def test_a_body_that_does_not_arrive_is_answered_408_and_hung_up_on(impatient: Server) -> None:
+    """A client that sends its head and then its body a byte at a time (or never) holds its
+    connection only until the body timeout: then it is answered 408 and hung up on."""
     held = [held_request(impatient, "PUT", f"/api/queue/v1/task/{helpers.slug()}") for _ in range(2)]
     try:
         for sock in held:
@@ -180,7 +223,7 @@ def test_a_body_that_does_not_arrive_is_answered_408_and_frees_its_slot(impatien
     finally:
         for sock in held:
             sock.close()
-    # The slots they held are free: requests are answered again (403: anonymous callers may not read).
+    # Requests are answered all along (403: anonymous callers may not read).
     url = f"{impatient.api}/task/{helpers.slug()}/status"
     helpers.wait_for(lambda: requests.get(url, timeout=HANG_GUARD).status_code == 403, what="a 403 again")
     assert ping(impatient).status_code == 200

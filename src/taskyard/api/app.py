@@ -296,6 +296,7 @@ class Endpoint:
         describe_call(scope, CallInfo(route.name, params, body, echo_payload(route, params)))
         signed = hawk_request(scope, raw)
         who = await _authenticate(services, route, signed)
+        shedding.hold_stream_as(scope, who.client_id)  # an event stream: its client's share (429 beyond)
         if route.edge_input is not None:
             schema.validate(route.edge_input, body, where="body")
         query_string = scope.get("query_string")
@@ -414,10 +415,11 @@ class App(Starlette):
             await misdirected(scope, receive, send)
             return
         kind = shedding.kind_of(scope["method"], scope["path"])
-        refusal = self.shedding.admit(kind)
+        refusal = self.shedding.admit(kind, scope)
         if refusal is not None:  # refusing is cheap: not timed
             await refusal(scope, receive, send)
             return
+        receive = self.shedding.receiving(scope, receive)  # in flight once its body has arrived
         waits = WAIT_TIMEOUT.set(self.shedding.limits.db_wait_timeout) if kind == "request" else None
         turn = None
         if kind in ("request", "long_poll"):  # a stream would hold its turn as long as it lasts
@@ -433,7 +435,7 @@ class App(Starlette):
                 turn.give_back()
             if waits is not None:
                 WAIT_TIMEOUT.reset(waits)
-            self.shedding.leave(kind)
+            self.shedding.leave(kind, scope)
 
     async def _timed(self, scope: Scope, receive: Receive, send: Send) -> None:
         started, status = time.perf_counter(), 0  # 0: the answer has not begun

@@ -21,6 +21,16 @@ authenticated:
 - everything else: at most `max_in_flight` at once; one beyond that is answered 503
   `ServiceUnavailable` with `Retry-After: 1` and TaskCluster's JSON error body. Nothing of it
   was done, so sending it again is safe (createTask with the same body is idempotent anyway).
+  A request is counted in flight only once its body has arrived: one whose body is still on its
+  way when it comes in (the server says so, `BODY_PENDING`) is counted `receiving` instead, and
+  its `Arrival` counts it in flight (or answers it 503, as above) when the app receives the
+  body's last part. Counting it from its head on let 256 connections trickling a byte every 2 s
+  hold every slot for the whole body timeout, and every createTask and worker report was
+  answered 503 meanwhile. What a body on its way costs is bounded elsewhere: the body timeout
+  (`cli/connections.py`: 30 s plus 1 s per 64 KiB, so a body held long must keep coming), the
+  body limit, and the connections one address may hold (`--max-connections-per-client`).
+  A request whose body arrives with its head (most: ping, every GET, a createTask sent at once)
+  is counted, or refused, as it comes in.
   One let in waits at most `db_wait_timeout` seconds for a database connection (storage's
   `WAIT_TIMEOUT`), then is answered 503 `Retry-After: 1` (`DatabaseBusy`), its transaction
   never begun. A long poll waits as long as it takes: it is a wait by design, and a worker told
@@ -42,6 +52,18 @@ whole in one step of the loop (its writer runs on the loop), giving its turn bac
 arrival asks, so that every call arriving at once was worked on in the same turn of the loop
 (200 createTasks, some 200 ms, every ping waiting behind them).
 
+Streams are also bounded per client (`StreamSlot`), so that one client can't take them all:
+1,001 anonymous follows of one public live log once filled the process's 1,000, and the event
+stream and every other follower were answered 503 for as long as the task ran. A stream is
+counted as its client's: the authenticated clientId for an event stream that carries credentials
+(Hawk or a bewit), counted once the endpoint has authenticated it (`hold_as()`), at most
+`max_streams_per_client` at once; anything else (a live log, whose signed URL names nobody; the
+UI's live updates; an event stream without credentials) as its address's (the peer's, or the
+client's a trusted proxy names in `X-Forwarded-For`), at most `max_anonymous_streams_per_client`.
+One beyond is answered 429 `TooManyRequests` with `Retry-After: 5` (`TooManyStreams`): it is the
+client's own streams that must end first, a client that retries a 5xx at once has no reason to
+retry it, and a load balancer does not take it for a failing backend.
+
 The bounds are per process (`serve --processes N` takes N times as many).
 """
 
@@ -56,10 +78,10 @@ from dataclasses import dataclass
 import orjson
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from taskyard.api.errors import CallInfo, render
-from taskyard.model.errors import Unavailable
+from taskyard.model.errors import TaskyardError, Unavailable
 
 _PING = re.compile(r"/api/[a-z]+/v1/(ping|__heartbeat__|__lbheartbeat__)/?")
 _CLAIM_WORK = "/api/queue/v1/claim-work/"
@@ -79,6 +101,14 @@ class StreamsFull(Unavailable):
     retry_after = 5
 
 
+class TooManyStreams(TaskyardError):
+    """This client holds as many streams as one client may; close one, or try again later."""
+
+    code = "TooManyRequests"
+    status = 429
+    retry_after = 5
+
+
 @dataclass(frozen=True)
 class Limits:
     """How much one API process takes at once; 0 means no bound."""
@@ -88,6 +118,8 @@ class Limits:
     db_wait_timeout: float | None = 5.0  # seconds a request waits for a database connection, or a turn
     max_running: int = 16  # requests worked on at once; the rest of those let in wait their turn
     max_streams: int = 1000  # event and live-log streams at once
+    max_streams_per_client: int = 100  # of those, one authenticated client's event streams
+    max_anonymous_streams_per_client: int = 25  # of those, one address's other streams
 
 
 @dataclass
@@ -98,7 +130,10 @@ class Counts:
     long_polls: int = 0
     streams: int = 0
     waiting: int = 0  # requests let in, waiting for their turn (`Turns`)
+    receiving: int = 0  # requests let in whose body is on its way (`Arrival`)
     refused: int = 0
+    refused_client: int = 0  # streams refused 429: their client held its share (`StreamSlot`)
+    refused_connections: int = 0  # connections refused: their address held its share (cli/connections.py)
     emptied: int = 0  # claimWork answered at once with no task
 
 
@@ -133,16 +168,25 @@ class CountsCollector(Collector):
             "taskyard_streams", "Event and live-log streams this process serves.", c.streams
         )
         yield GaugeMetricFamily(
+            "taskyard_requests_receiving",
+            "Requests let in whose body is on its way; counted in flight once it has arrived.",
+            c.receiving,
+        )
+        yield GaugeMetricFamily(
             "taskyard_requests_waiting",
             "Requests (and long polls) let in and waiting for their turn to be worked on.",
             c.waiting,
         )
         shed = CounterMetricFamily(
             "taskyard_requests_shed",
-            "Requests this process shed: refused 503, or claimWork answered at once with no task (no_task).",
+            "Requests this process shed: refused 503, refused 429 past their client's share of the "
+            "streams (client_streams), connections refused past their address's share "
+            "(client_connections), or claimWork answered at once with no task (no_task).",
             labels=["how"],
         )
         shed.add_metric(["refused"], c.refused)
+        shed.add_metric(["client_streams"], c.refused_client)
+        shed.add_metric(["client_connections"], c.refused_connections)
         shed.add_metric(["no_task"], c.emptied)
         yield shed
 
@@ -150,7 +194,7 @@ class CountsCollector(Collector):
 class Shedding:
     """The bounds on what one process has in flight (see the module's docstring). The app's front
     (`api/app.py`'s `App`) asks `admit()` of every HTTP request, before anything else is done
-    with it, and calls `leave()` once it is answered."""
+    with it, hands the app `receiving()`'s receive, and calls `leave()` once it is answered."""
 
     def __init__(self, limits: Limits, counts: Counts) -> None:
         self.limits = limits
@@ -159,20 +203,22 @@ class Shedding:
         # try) must not hold up every other call behind it, nor these wait behind the others.
         self.turns = Turns(limits.max_running, counts)
         self.long_poll_turns = Turns(limits.max_running, counts)
+        self.streams_held: dict[str, int] = {}  # streams per client (`StreamSlot`); none held: no key
 
-    def admit(self, kind: str) -> ASGIApp | None:
-        """Count a request of `kind` (`kind_of()`) in: None, or the answer that turns it away."""
+    def admit(self, kind: str, scope: Scope | None = None) -> ASGIApp | None:
+        """Count a request of `kind` (`kind_of()`) in: None, or the answer that turns it away.
+        With its `scope`, a request whose body is on its way is counted in flight only once the
+        body has arrived (`receiving()`), and a stream is counted as its client's too."""
         counts = self.counts
         if kind == "request":
-            bound = self.limits.max_in_flight
-            if bound and counts.in_flight >= bound:
-                counts.refused += 1
-                error = Overloaded(
-                    f"this server has {counts.in_flight} requests in flight, the most it takes at once; "
-                    "nothing was done: send the request again after Retry-After seconds"
-                )
+            if scope is not None and body_pending(scope):
+                scope[ARRIVAL_KEY] = Arrival(self)
+                counts.receiving += 1
+                return None
+            try:
+                self._enter()
+            except Overloaded as error:
                 return render(error, CallInfo(""))
-            counts.in_flight += 1
         elif kind == "long_poll":
             bound = self.limits.max_long_polls
             if bound and counts.long_polls >= bound:
@@ -188,17 +234,168 @@ class Shedding:
                     "open the stream again after Retry-After seconds"
                 )
                 return render(full, CallInfo(""))
+            if scope is not None:
+                slot = scope[STREAM_KEY] = StreamSlot(self, _address(scope))
+                if not _names_its_client(scope):  # else counted once authenticated (`hold_as()`)
+                    try:
+                        slot.hold_as(None)
+                    except TooManyStreams as error:
+                        del scope[STREAM_KEY]
+                        return render(error, CallInfo(""))
             counts.streams += 1
         return None
 
-    def leave(self, kind: str) -> None:
+    def receiving(self, scope: Scope, receive: Receive) -> Receive:
+        """The receive to hand the app: for a request whose body is on its way (`admit()`), one
+        that counts it in flight once the body's last part is received, or raises `Overloaded`
+        (503) then if the process has as many as it takes."""
+        arrival: Arrival | None = scope.get(ARRIVAL_KEY)
+        return receive if arrival is None else arrival.watching(receive)
+
+    def leave(self, kind: str, scope: Scope | None = None) -> None:
         """A request `admit()` let in has been answered."""
         if kind == "request":
-            self.counts.in_flight -= 1
+            arrival: Arrival | None = None if scope is None else scope.get(ARRIVAL_KEY)
+            if arrival is None or arrival.state == _IN_FLIGHT:
+                self.counts.in_flight -= 1
+            elif arrival.state == _RECEIVING:
+                self.counts.receiving -= 1
         elif kind == "long_poll":
             self.counts.long_polls -= 1
         elif kind == "stream":
             self.counts.streams -= 1
+            slot: StreamSlot | None = None if scope is None else scope.get(STREAM_KEY)
+            if slot is not None:
+                slot.release()
+
+    def _enter(self) -> None:
+        """Count a request in flight, or raise `Overloaded` if the process has as many as it takes."""
+        counts = self.counts
+        bound = self.limits.max_in_flight
+        if bound and counts.in_flight >= bound:
+            counts.refused += 1
+            raise Overloaded(
+                f"this server has {counts.in_flight} requests in flight, the most it takes at once; "
+                "nothing was done: send the request again after Retry-After seconds"
+            )
+        counts.in_flight += 1
+
+
+BODY_PENDING = "taskyard.body_pending"  # in a request's scope: the server says its body is on its way
+ARRIVAL_KEY = "taskyard.arrival"  # a request's `Arrival`, put in its scope by `Shedding.admit()`
+STREAM_KEY = "taskyard.stream_slot"  # a stream's `StreamSlot`, put in its scope by `Shedding.admit()`
+_EVENT_STREAM = "/api/events/v1/stream"
+_RECEIVING, _IN_FLIGHT, _REFUSED = "receiving", "in flight", "refused"
+
+
+def body_pending(scope: Scope) -> bool:
+    """Whether the request's body is still on its way. The server says so (`BODY_PENDING`, set
+    by `cli/connections.py` from a head's end to its body's); an app served otherwise (a test's)
+    counts any request that declares a body."""
+    said = scope.get(BODY_PENDING)
+    if said is not None:
+        return bool(said)
+    for name, value in scope["headers"]:
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
+            return True
+    return False
+
+
+class Arrival:
+    """A request whose body was on its way when it came in: `receiving` until the app receives the
+    body's last part, then in flight like any other, or refused (`Overloaded`, raised from that
+    receive: the route answers it 503, nothing of the request done)."""
+
+    __slots__ = ("_shedding", "state")
+
+    def __init__(self, shedding: Shedding) -> None:
+        self._shedding = shedding
+        self.state = _RECEIVING
+
+    def watching(self, receive: Receive) -> Receive:
+        async def arriving() -> Message:
+            message = await receive()
+            last = message["type"] == "http.request" and not message.get("more_body")
+            if last and self.state == _RECEIVING:
+                self._arrived()
+            return message
+
+        return arriving
+
+    def _arrived(self) -> None:
+        shedding = self._shedding
+        shedding.counts.receiving -= 1
+        try:
+            shedding._enter()
+        except Overloaded:
+            self.state = _REFUSED
+            raise
+        self.state = _IN_FLIGHT
+
+
+def _address(scope: Scope) -> str:
+    """The client's address: the peer's, or the one a trusted proxy named (`App.trust_proxies()`)."""
+    client = scope.get("client")
+    return f"address {client[0] if client else ''}"
+
+
+def _names_its_client(scope: Scope) -> bool:
+    """An event stream carrying credentials (Hawk, or a bewit): counted as the clientId they
+    authenticate, once they do. A request whose credentials fail is answered 401 at once."""
+    if scope["path"] != _EVENT_STREAM and not scope["path"].startswith(_EVENT_STREAM + "/"):
+        return False
+    if b"bewit=" in scope.get("query_string", b""):
+        return True
+    return any(name == b"authorization" for name, _ in scope["headers"])
+
+
+class StreamSlot:
+    """A stream's share of its client's (see the module's docstring): held as the address's, or,
+    once an event stream's credentials are checked, as the clientId's; given back once."""
+
+    __slots__ = ("_address", "_key", "_shedding")
+
+    def __init__(self, shedding: Shedding, address: str) -> None:
+        self._shedding = shedding
+        self._address = address
+        self._key: str | None = None
+
+    def hold_as(self, client_id: str | None) -> None:
+        """Hold the stream as `client_id`'s (None: anonymous, its address's); `TooManyStreams`
+        (429) if that client holds its share already. A slot held already stays as it is."""
+        if self._key is not None:
+            return
+        limits, held = self._shedding.limits, self._shedding.streams_held
+        if client_id is None:
+            key, bound, who = self._address, limits.max_anonymous_streams_per_client, "anonymous streams"
+        else:
+            key, bound, who = f"client {client_id}", limits.max_streams_per_client, "streams"
+        count = held.get(key, 0)
+        if bound and count >= bound:
+            self._shedding.counts.refused_client += 1
+            raise TooManyStreams(
+                f"this client ({key}) holds {count} {who}, the most one client may hold at once; "
+                "close one, or open the stream again after Retry-After seconds"
+            )
+        held[key] = count + 1
+        self._key = key
+
+    def release(self) -> None:
+        key, self._key = self._key, None
+        if key is not None:
+            held = self._shedding.streams_held
+            if held[key] <= 1:
+                del held[key]
+            else:
+                held[key] -= 1
+
+
+def hold_stream_as(scope: Scope, client_id: str | None) -> None:
+    """An API endpoint has authenticated the request: if it is a stream, hold it as that client's
+    (`StreamSlot.hold_as()`; `TooManyStreams` beyond its share)."""
+    slot: StreamSlot | None = scope.get(STREAM_KEY)
+    if slot is not None:
+        slot.hold_as(client_id)
 
 
 async def _answer_empty(scope: Scope, receive: Receive, send: Send) -> None:

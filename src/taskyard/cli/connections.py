@@ -11,7 +11,17 @@ closed without an answer. The body, if any, must then arrive within `body_timeou
 one for each `BODY_RATE` bytes of it (a large upload at a fair pace is not cut short), or the
 request is answered 408 `RequestTimeout` and the connection closed: the app, which was waiting for
 the body, sees the client gone, so a client that sends a head and then its body a byte at a time
-(or never) holds a request in flight only that long.
+(or never) holds its connection and request only that long (and no place in flight meanwhile).
+
+It also caps the connections one client address holds at once (`max_per_client`, the
+`--max-connections-per-client` option): one beyond is answered 503 `ServiceUnavailable` with
+`Retry-After` at once, before anything of it is read, and closed. The address is the peer's; a
+trusted proxy's (uvicorn's `FORWARDED_ALLOW_IPS`, by default 127.0.0.1 and ::1) is not capped,
+since every client behind it comes from it: the proxy caps its clients itself. So loopback
+clients (the local worker of `taskyard up`, the CLI, a proxy on the same host) are not capped
+unless `FORWARDED_ALLOW_IPS` says otherwise. It also tells the app, in the request's scope,
+whether the body is still on its way (`shedding.BODY_PENDING`): a request is counted in flight only
+once its body has arrived (`api/shedding.py`).
 
 It also sends a response's head with its body: uvicorn writes the status line and headers, then
 the body, each a send() of its own, and on loopback a send() does the receiving side's work too
@@ -23,15 +33,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import resource
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any, cast
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware, _TrustedHosts
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from taskyard.api.shedding import BODY_PENDING, Counts
 from taskyard.model import dates
 
 log = logging.getLogger(__name__)
@@ -49,16 +61,57 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
 
     head_timeout = 10.0
     body_timeout = 30.0
+    max_per_client = 0  # connections one address may hold at once (0: no bound)
+    trusted: Container[str | None] = ()  # addresses not capped: the trusted proxies'
+    held_per_client: dict[str, int]  # connections held now, by address (its own per subclass)
+    counts: Counts | None = None  # the app's, for the refusals (`/metrics`)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_due: float | None = None  # when the head, or body, being received must be whole
         self._in_body = False  # the head has come: `_head_due` is the body's
         self._head_timer: asyncio.TimerHandle | None = None
+        self._client_held: str | None = None  # the address this connection counts against
+        self._refused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(_HeadWithBody(transport, self.loop))  # type: ignore[arg-type]
         self._head_begun()
+        if self.max_per_client:
+            self._count_client()
+
+    def _count_client(self) -> None:
+        """Count the connection against its address, or refuse it if that holds its share."""
+        host = self.client[0] if self.client else None
+        if host is None or host in self.trusted:
+            return
+        held = self.held_per_client.get(host, 0)
+        if held >= self.max_per_client:
+            self._refuse(held)
+            return
+        self.held_per_client[host] = held + 1
+        self._client_held = host
+
+    def _refuse(self, held: int) -> None:
+        """Answer 503 before anything is read, and stop sending. What the client sends is read
+        and dropped until it closes (closing with it unread would reset the connection, and the
+        answer with it); the head timeout closes it at the latest."""
+        self._refused = True
+        if self.counts is not None:
+            self.counts.refused_connections += 1
+        message = (
+            f"this client address holds {held} connections to this server, the most one address may "
+            "hold at once; nothing was done: send the request again after Retry-After seconds"
+        )
+        self.transport.write(_error_answer(b"503 Service Unavailable", "ServiceUnavailable", message, 5))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        else:
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._refused:
+            super().data_received(data)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
@@ -69,6 +122,7 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
         # The head arrived: the request is the app's now, and its body (if any; a request without
         # one is complete at once, in this same call) is due in `body_timeout`.
         self._in_body = True
+        cast(dict[str, Any], self.scope)[BODY_PENDING] = True  # until the message is complete
         self._head_due = due = self.loop.time() + self.body_timeout
         timer = self._head_timer
         if timer is None or timer.when() > due + _EARLY:  # a short body timeout: check it sooner
@@ -85,10 +139,18 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     def on_message_complete(self) -> None:
         self._head_due = None  # the whole request arrived
         self._in_body = False
+        cast(dict[str, Any], self.scope)[BODY_PENDING] = False
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_due = None
+        host, self._client_held = self._client_held, None
+        if host is not None:
+            held = self.held_per_client
+            if held[host] <= 1:
+                del held[host]
+            else:
+                held[host] -= 1
         if self._head_timer is not None:
             self._head_timer.cancel()
             self._head_timer = None
@@ -142,10 +204,16 @@ BODY_RATE = 64 * 1024  # bytes of a body that earn it one more second
 def _timeout_answer() -> bytes:
     """The 408 for a request whose body did not arrive in time, in TaskCluster's error body (the
     call is not known here: the route is the app's to find)."""
+    message = "the request body did not arrive in time; nothing was done"
+    return _error_answer(b"408 Request Timeout", "RequestTimeout", message)
+
+
+def _error_answer(status: bytes, code: str, message: str, retry_after: int | None = None) -> bytes:
+    """An error answer the connection gives by itself, closing, in TaskCluster's error body."""
     body = orjson.dumps(
         {
-            "code": "RequestTimeout",
-            "message": "the request body did not arrive in time; nothing was done",
+            "code": code,
+            "message": message,
             "requestInfo": {
                 "method": "",
                 "params": {},
@@ -154,7 +222,9 @@ def _timeout_answer() -> bytes:
             },
         }
     )
-    head = b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    head = b"HTTP/1.1 %s\r\ncontent-type: application/json\r\nconnection: close\r\n" % status
+    if retry_after is not None:
+        head += b"retry-after: %d\r\n" % retry_after
     return head + b"content-length: %d\r\n\r\n%s" % (len(body), body)
 
 
@@ -203,11 +273,35 @@ class _HeadWithBody:
         return getattr(self._transport, name)
 
 
-def with_head_timeout(seconds: float, body_seconds: float = 30.0) -> type[HeadTimeoutProtocol]:
+TRUSTED_BY_DEFAULT = "127.0.0.1,::1"  # uvicorn's trusted proxies without FORWARDED_ALLOW_IPS
+
+
+def with_head_timeout(
+    seconds: float,
+    body_seconds: float = 30.0,
+    *,
+    per_client: int = 0,
+    trusted: str | list[str] = TRUSTED_BY_DEFAULT,
+    counts: Counts | None = None,
+) -> type[HeadTimeoutProtocol]:
     """The protocol class to give uvicorn, closing connections whose head takes over `seconds`,
-    or whose body takes over `body_seconds` (plus its allowance for size)."""
-    attributes = {"head_timeout": seconds, "body_timeout": body_seconds}
+    or whose body takes over `body_seconds` (plus its allowance for size), and refusing a
+    connection beyond `per_client` from one address but a `trusted` proxy's (0: no bound)."""
+    attributes = {
+        "head_timeout": seconds,
+        "body_timeout": body_seconds,
+        "max_per_client": per_client,
+        "trusted": _TrustedHosts(trusted),
+        "held_per_client": {},
+        "counts": counts,
+    }
     return type("HeadTimeoutProtocol", (HeadTimeoutProtocol,), attributes)
+
+
+def trusted_proxies() -> str:
+    """The addresses of the proxies trusted to say who their client is: `FORWARDED_ALLOW_IPS`, as
+    uvicorn reads it (comma-separated addresses or networks, `*` for every peer), else loopback."""
+    return os.environ.get("FORWARDED_ALLOW_IPS", TRUSTED_BY_DEFAULT)
 
 
 def raise_open_files_limit() -> int:

@@ -187,6 +187,30 @@ def add_overload_options(parser: argparse.ArgumentParser) -> None:
     )
     add(
         parser,
+        "--max-streams-per-client",
+        help="event streams one authenticated client (clientId) holds at once on one process; more "
+        "get 429 (0: no bound)",
+        default=ServerConfig.max_streams_per_client,
+        type=int,
+    )
+    add(
+        parser,
+        "--max-anonymous-streams-per-client",
+        help="other streams (live logs, UI live updates, event streams without credentials) one client "
+        "address holds at once on one process; more get 429 (0: no bound)",
+        default=ServerConfig.max_anonymous_streams_per_client,
+        type=int,
+    )
+    add(
+        parser,
+        "--max-connections-per-client",
+        help="connections one client address holds at once on one process, trusted proxies "
+        "(FORWARDED_ALLOW_IPS) aside; more are answered 503 and closed (0: no bound)",
+        default=ServerConfig.max_connections_per_client,
+        type=int,
+    )
+    add(
+        parser,
         "--db-wait-timeout",
         help="seconds a request waits for a database connection before it is answered 503",
         default=ServerConfig.db_wait_timeout,
@@ -321,13 +345,19 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         head_timeout=values["head_timeout"],
         max_running=values["max_running"],
         max_streams=values["max_streams"],
+        max_streams_per_client=values["max_streams_per_client"],
+        max_anonymous_streams_per_client=values["max_anonymous_streams_per_client"],
+        max_connections_per_client=values["max_connections_per_client"],
         body_timeout=values["body_timeout"],
         keep_alive_timeout=values["keep_alive_timeout"],
     )
 
 
+PER_CLIENT = ("max_streams_per_client", "max_anonymous_streams_per_client", "max_connections_per_client")
+
+
 def check_overload(values: Mapping[str, Any]) -> None:
-    for name in ("max_in_flight", "max_long_polls", "max_running", "max_streams"):
+    for name in ("max_in_flight", "max_long_polls", "max_running", "max_streams", *PER_CLIENT):
         if values[name] < 0:
             raise ConfigError(name.replace("_", "-"), values[name], "must be 0 (no bound) or more")
     for name in ("db_wait_timeout", "head_timeout", "body_timeout", "keep_alive_timeout"):

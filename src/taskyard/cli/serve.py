@@ -25,7 +25,12 @@ from taskyard.api.shedding import Limits
 from taskyard.artifacts import open_blob_store
 from taskyard.auth import clients, static
 from taskyard.auth.service import Auth
-from taskyard.cli.connections import forwarded_headers, raise_open_files_limit, with_head_timeout
+from taskyard.cli.connections import (
+    forwarded_headers,
+    raise_open_files_limit,
+    trusted_proxies,
+    with_head_timeout,
+)
 from taskyard.cli.processes import die_with_parent
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
 from taskyard.config import ServerConfig, WorkerConfig
@@ -117,6 +122,8 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 config.db_wait_timeout,
                 max_running=config.max_running,
                 max_streams=config.max_streams,
+                max_streams_per_client=config.max_streams_per_client,
+                max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
         )
         app = build_app(services)
@@ -263,11 +270,18 @@ async def serve(
             access_log=False,
             lifespan="off",  # the deployment is open before the server starts
             # httptools, hanging up on slow request heads and bodies
-            http=with_head_timeout(config.head_timeout, config.body_timeout),
+            http=with_head_timeout(
+                config.head_timeout,
+                config.body_timeout,
+                per_client=config.max_connections_per_client,  # trusted proxies aside
+                trusted=trusted_proxies(),
+                counts=deployment.app.shedding.counts,
+            ),
             timeout_keep_alive=config.keep_alive_timeout,
             # The app applies X-Forwarded-Proto/-For itself, for the hosts uvicorn would trust
             # (FORWARDED_ALLOW_IPS, else 127.0.0.1 and ::1), and only when a request carries one.
             proxy_headers=False,
+            forwarded_allow_ips=trusted_proxies(),
         )
         deployment.app.trust_proxies(forwarded_headers(served.forwarded_allow_ips))
         server = _Server(
