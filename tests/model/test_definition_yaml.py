@@ -51,6 +51,8 @@ def test_dates_stay_strings_and_aliases_are_read_where_asked() -> None:
         ({"a": 2**64}, "task.a: must be a whole number from"),
         ({"a": -(2**63) - 1}, "task.a: must be a whole number from"),
         ({"a": ("x",)}, "task.a: a tuple is not a JSON value"),
+        ({"a": ["ok", "\ud800"]}, "task.a[1]: holds a lone UTF-16 surrogate"),
+        ({"\udc00": 1}, "task: the key '\\udc00' holds a lone UTF-16 surrogate"),
     ],
 )
 def test_check_json_names_the_field(value: object, says: str) -> None:

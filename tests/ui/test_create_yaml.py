@@ -44,6 +44,7 @@ async def post(browser: Browser, text: str) -> tuple[int, str]:
         ("!!timestamp 2026-01-01", "line 5, column 9: a !!timestamp is not a JSON value"),
         ("!!binary aGk=", "line 5, column 9: a !!binary is not a JSON value"),
         ("!!omap [a: 1]", "definition.metadata.name[0]: a tuple is not a JSON value"),
+        ('"\\ud800"', "definition.metadata.name: holds a lone UTF-16 surrogate"),
         ("!!int 99999999999999999999999", "definition.metadata.name: must be a whole number"),
     ],
 )
@@ -69,6 +70,7 @@ TAGS = ["", "", "", "!!int ", "!!float ", "!!bool ", "!!null ", "!!str ", "!!tim
 TAGS += ["!!set ", "!!omap ", "!!pairs ", "!!map ", "!!seq ", "!foo ", "!!python/name:os.system ", "!<x> "]
 SCALARS = ["abc", "maybe", "99999-01-01", "2026-01-01", "2026-13-45", "0x", "0o8", "-0b", "1_0", ".nan"]
 SCALARS += ["1e999", "99999999999999999999999", "yes", "~", "'q'", '"\\x00"', "###", "aGk=", "-.inf", "''"]
+SCALARS += ['"\\ud800"', "2001-12-14t21:59:43.10-99:00", "!", "0b2", "1:2:3"]
 
 
 def document(rng: random.Random, depth: int = 0) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 from typing import Any
 
 import yaml
@@ -20,6 +21,8 @@ from taskyard.model.errors import InputError
 MAX_DEPTH = 64  # as the API refuses a body nested deeper
 MIN_INT, MAX_INT = -(2**63), 2**64 - 1  # the whole numbers a JSON body may hold (orjson's range)
 _CORE_TAG = "tag:yaml.org,2002:"
+_SURROGATE = re.compile("[\ud800-\udfff]")  # YAML's `"\ud800"` makes one; JSON's UTF-8 cannot
+_NOT_UNICODE = "a lone UTF-16 surrogate (such as \\ud800), which is not Unicode text"
 
 
 class YamlProblem(Exception):
@@ -101,7 +104,8 @@ def load(text: str, *, aliases: bool = False) -> object:
 
 def check_json(value: object, where: str) -> None:
     """InputError naming the field (`where`, then `.key` and `[index]`) for what YAML can say and
-    JSON cannot: non-string keys, binary, sets, dates, NaN, numbers past 64 bits, deep nesting."""
+    JSON cannot: non-string keys, binary, sets, dates, NaN, numbers past 64 bits, lone surrogates,
+    deep nesting."""
     stack: list[tuple[object, str, int]] = [(value, where, 0)]
     while stack:
         item, at, depth = stack.pop()
@@ -111,12 +115,22 @@ def check_json(value: object, where: str) -> None:
             for key, child in item.items():
                 if not isinstance(key, str):
                     raise InputError(f"{at}: the key {key!r} must be a string")
+                if _SURROGATE.search(key):
+                    raise InputError(f"{at}: the key {key!r} holds {_NOT_UNICODE}")
                 stack.append((child, f"{at}.{key}", depth + 1))
         elif isinstance(item, list):
             stack.extend((child, f"{at}[{i}]", depth + 1) for i, child in enumerate(item))
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise InputError(f"{at}: must be a finite number")
-        elif isinstance(item, int) and not isinstance(item, bool) and not MIN_INT <= item <= MAX_INT:
-            raise InputError(f"{at}: must be a whole number from {MIN_INT} to {MAX_INT} (64 bits)")
-        elif not (item is None or isinstance(item, str | int | float | bool)):
-            raise InputError(f"{at}: a {type(item).__name__} is not a JSON value")
+        else:
+            _check_scalar(item, at)
+
+
+def _check_scalar(item: object, at: str) -> None:
+    if isinstance(item, str):
+        if _SURROGATE.search(item):
+            raise InputError(f"{at}: holds {_NOT_UNICODE}")
+    elif isinstance(item, float) and not math.isfinite(item):
+        raise InputError(f"{at}: must be a finite number")
+    elif isinstance(item, int) and not isinstance(item, bool) and not MIN_INT <= item <= MAX_INT:
+        raise InputError(f"{at}: must be a whole number from {MIN_INT} to {MAX_INT} (64 bits)")
+    elif not (item is None or isinstance(item, str | int | float | bool)):
+        raise InputError(f"{at}: a {type(item).__name__} is not a JSON value")
