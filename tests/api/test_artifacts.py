@@ -148,7 +148,22 @@ async def test_blob_urls_are_signed_and_bounded(api: Api, store: LocalStore, clo
 
 
 @pytest.mark.parametrize(
-    "name", ["public/../x", "..", "a/../../b", "public/\x00x", "public/caf\u00e9", "public/\x7f"]
+    "name",
+    [
+        "public/../x",
+        "..",
+        "a/../../b",
+        "public/\x00x",
+        "public/caf\u00e9",
+        "public/\x7f",
+        "public/./x",
+        "public/.",
+        ".",
+        "public//x",
+        "public/x/",
+        "/public/x",
+        "/",
+    ],
 )
 async def test_bad_names(api: Api, store: LocalStore, name: str) -> None:
     task_id, _ = await running_task(api)
@@ -159,6 +174,30 @@ async def test_bad_names(api: Api, store: LocalStore, name: str) -> None:
     assert got.status_code == 400, got.text
     link = await create(api, task_id, "public/link", {"storageType": "link", "artifact": name})
     assert link.status_code == 400, link.text
+
+
+@pytest.mark.parametrize(
+    ("name", "rule"),
+    [
+        ("public/./x", "may not contain a `.` path segment"),
+        ("public/.", "may not contain a `.` path segment"),
+        ("public//x", "may not contain an empty path segment"),
+        ("public/x/", "may not contain an empty path segment"),
+        ("/public/x", "may not contain an empty path segment"),
+    ],
+)
+async def test_names_a_client_could_normalize_are_refused_naming_the_rule(
+    api: Api, store: LocalStore, name: str, rule: str
+) -> None:
+    """`public/./x` beside `public/x` would be one URL to a client that normalizes it, two artifacts
+    here: refused, so that every name is one URL whatever the client does with it."""
+    task_id, _ = await running_task(api)
+    body = {"storageType": "s3", "contentType": "text/plain"}
+    assert (await create(api, task_id, "public/x", body)).status_code == 200
+    refused = await create(api, task_id, name, body)
+    assert_error(refused, 400, "InvalidRequestArguments", names=["URL parameter name", rule])
+    listed = await api.call("GET", f"/task/{task_id}/runs/0/artifacts")
+    assert [a["name"] for a in listed.json()["artifacts"]] == ["public/x"]
 
 
 async def test_expires_rules(api: Api, store: LocalStore) -> None:

@@ -82,6 +82,26 @@ def test_create_from_yaml(server: Server, cli: Run, tq: str, tmp_path: Path) -> 
     assert state == "pending" and metadata["owner"] == "me@example.com" and metadata["name"] == "from-yaml"
 
 
+def test_create_from_yaml_with_explicit_tags(server: Server, cli: Run, tq: str, tmp_path: Path) -> None:
+    """A tag's bad value is the file's line and column (exit 2), never a traceback; a date stays the
+    string the definition wants; an alias is the user's own file's business."""
+    path = tmp_path / "tagged.yml"
+    for value, says in [
+        ("!!int abc", "line 4, column 15: not valid YAML: the value 'abc' is not a valid !!int"),
+        ("!!bool maybe", "line 4, column 15: not valid YAML: the value 'maybe' is not a valid !!bool"),
+        ("!!timestamp 99999-01-01", "line 4, column 15: not valid YAML: the value '99999-01-01' is not"),
+        ("!!binary aGk=", "line 4, column 15: not valid YAML: a !!binary is not a JSON value"),
+        ("!foo x", "line 4, column 15: not valid YAML: could not determine a constructor for the tag '!foo'"),
+    ]:
+        path.write_text(f"taskQueueId: {tq}\npayload:\n  command: [echo, hi]\n  maxRunTime: {value}\n")
+        refused = cli("task", "create", str(path), status=2).stderr
+        assert says in refused and "Traceback" not in refused, refused
+    deadline = iso(now() + timedelta(hours=2))
+    path.write_text(f"taskQueueId: {tq}\ndeadline: {deadline}\npayload: &p {{command: [echo]}}\nextra: *p\n")
+    task_id, _ = cli("task", "create", str(path)).stdout.split()
+    assert server.client().task(task_id)["extra"] == {"command": ["echo"]}
+
+
 def test_cancel_then_rerun(server: Server, cli: Run, tq: str) -> None:
     task_id = create(server.client(), tq)
     cancelled = cli("task", "cancel", task_id)

@@ -166,3 +166,25 @@ def test_s3_artifacts_on_moto(moto_s3: str, db_url: str, tmp_path: Path, tq: str
         assert got.headers["Content-Encoding"] == "gzip" and got.raw.read() == packed
     finally:
         server.stop()
+
+
+def test_names_a_client_could_normalize_are_refused(server: Server, tq: str) -> None:
+    """TaskCluster's client sends `public/./x` as one segment (`public%2F.%2Fx`); a client or proxy
+    that decodes and normalizes it would read or write `public/x`. Such names are a 400 naming the
+    rule, and `public/x` stays the one artifact."""
+    queue = server.client()
+    task_id = create(queue, tq)
+    worker = worker_queue(server, claim_one(queue, tq))
+    put_s3(worker, task_id, "public/x", b"the one\n", "text/plain")
+    body = {"storageType": "s3", "contentType": "text/plain", "expires": expires()}
+    for name, rule in [
+        ("public/./x", "`.` path segment"),
+        ("public/.", "`.` path segment"),
+        ("public//x", "empty path segment"),
+        ("public/x/", "empty path segment"),
+        ("/public/x", "empty path segment"),
+    ]:
+        with refused(400, "InvalidRequestArguments") as info:
+            worker.createArtifact(task_id, 0, name, body)
+        assert rule in info.value.body["message"], (name, info.value.body)
+    assert [a["name"] for a in queue.listArtifacts(task_id, 0)["artifacts"]] == ["public/x"]

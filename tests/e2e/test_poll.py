@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -16,6 +17,9 @@ import taskcluster
 from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
 from azure.storage.queue import QueueClient
 
+from taskyard.config import WorkerConfig
+from taskyard.worker import client as worker_client
+from taskyard.worker.poll import MAX_DEQUEUES, Poller
 from tests.e2e.conftest import Server
 from tests.e2e.helpers import create, definition, signed, slug, wait_for_status
 from tests.e2e.test_legacy_client import legacy_options
@@ -167,3 +171,35 @@ def test_a_message_for_another_run_is_refused(server: Server, queue: taskcluster
     )
     assert claim.status_code == 403, claim.text
     assert queue.status(first)["status"]["state"] == "pending"
+
+
+async def test_a_much_dequeued_message_is_claimed_and_its_run_never_stranded(
+    server: Server, queue: taskcluster.Queue, tq: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A message received more than ten times and never deleted (here: by the Azure SDK, giving each
+    receipt up at once) is reported to the operator, and `taskyard worker --protocol poll` still
+    claims its run, then deletes it. Deleting it unclaimed left the run pending with no message:
+    poll-only workers never saw it again before its deadline."""
+    task_id = create(queue, tq, priority="very-low")
+    sdk = QueueClient.from_queue_url(queue_url(poll_task_urls(server, tq)["queues"][5]["signedPollUrl"]))
+    for count in range(1, MAX_DEQUEUES + 2):
+        (message,) = sdk.receive_messages(visibility_timeout=60)
+        assert message.dequeue_count == count
+        sdk.update_message(message, visibility_timeout=0)  # given up: visible again at once
+
+    creds = worker_client.Credentials(server.credentials["clientId"], server.credentials["accessToken"])
+    config = WorkerConfig(
+        server.root_url, creds.client_id, creds.access_token, task_queue_id=tq, protocol="poll"
+    )
+    http = worker_client.QueueClient(server.root_url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="taskyard.worker.poll"):
+            claims = await Poller(config, http, creds).claim(1)
+    finally:
+        await http.close()
+
+    assert [c["status"]["taskId"] for c in claims] == [task_id]
+    assert queue.status(task_id)["status"]["runs"][0]["state"] == "running"
+    assert list(sdk.peek_messages()) == []  # settled: claimed, then deleted
+    (alert,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert f"task {task_id}, run 0" in alert and f"dequeued {MAX_DEQUEUES + 2} times" in alert

@@ -459,10 +459,35 @@ def test_same_file_and_name_with_a_different_content_type() -> None:
             artifact(name="x" * 1025),
             "malformed payload: artifacts.0.name must match ^[\\x20-\\x7e]+$ and be at most 1024 characters",
         ),
+        (
+            artifact(name="public/./x"),
+            "malformed payload: artifacts.0.name may not contain a `.` path segment",
+        ),
+        (
+            artifact(name="public//x"),
+            "malformed payload: artifacts.0.name may not contain an empty path segment "
+            "(a leading, trailing or doubled `/`)",
+        ),
+        (
+            artifact(name="public/x/"),
+            "malformed payload: artifacts.0.name may not contain an empty path segment "
+            "(a leading, trailing or doubled `/`)",
+        ),
+        (
+            artifact(type="directory", name="public//"),
+            "malformed payload: artifacts.0.name may not contain an empty path segment "
+            "(a leading, trailing or doubled `/`)",
+        ),
     ],
 )
 def test_bad_artifact_names(entry: dict[str, Any], expected: str) -> None:
     assert messages(body(artifacts=[entry])) == [expected]
+
+
+def test_a_directory_name_may_end_in_one_slash() -> None:
+    """Its files are named `<name>/<path>` with that `/` dropped: `public/dist/` names no empty segment."""
+    parsed = parse(body(artifacts=[artifact(type="directory", path="dist", name="public/dist/")]))
+    assert [spec.name for spec in parsed.artifacts] == ["public/dist/"]
 
 
 @pytest.mark.parametrize("path", ["/etc/passwd", "../outside", "build/../../outside", "..\\outside"])

@@ -124,15 +124,30 @@ async def test_a_claimed_message_is_deleted_with_its_receipt_encoded(
     assert deployment.deleted == [("m1", RECEIPT)]  # `+`, `/`, `=` arrived intact
 
 
-async def test_a_4xx_claim_deletes_and_a_5xx_keeps(deployment: FakeDeployment, poller: Poller) -> None:
+@pytest.mark.parametrize("status", [404, 409])
+async def test_a_claim_refused_for_good_deletes_the_message(
+    deployment: FakeDeployment, poller: Poller, status: int
+) -> None:
+    """404 (the task or run is gone) and 409 (no longer pending, past its deadline): no one can claim it."""
     deployment.messages = [("m1", 1, GOOD)]
-    deployment.claim_status, deployment.claim_body = 409, {"code": "RequestConflict", "message": "claimed"}
+    deployment.claim_status, deployment.claim_body = status, {"code": "RequestConflict", "message": "no"}
     assert await poller.claim(1) == []
     assert deployment.deleted == [("m1", RECEIPT)]
-    deployment.deleted.clear()
-    deployment.claim_status, deployment.claim_body = 503, {"code": "ServiceUnavailable", "message": "busy"}
-    assert await poller.claim(1) == []
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 429, 500, 503])
+async def test_any_other_refusal_keeps_the_message(
+    deployment: FakeDeployment, poller: Poller, status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The worker's own credentials or scopes (401, 403), a busy queue (429, 5xx): another worker, or
+    this one later, may still claim the run, and the message is the only way a poll-only worker
+    learns of it. It comes back after its visibility timeout."""
+    deployment.messages = [("m1", 1, GOOD)]
+    deployment.claim_status, deployment.claim_body = status, {"code": "Refused", "message": "no"}
+    with caplog.at_level(logging.WARNING):
+        assert await poller.claim(1) == []
     assert deployment.deleted == []
+    assert "keeping its message" in caplog.text
 
 
 async def test_a_quarantined_workers_empty_claim_keeps_the_message(
@@ -144,15 +159,39 @@ async def test_a_quarantined_workers_empty_claim_keeps_the_message(
     assert deployment.deleted == []
 
 
-async def test_bad_texts_and_much_dequeued_messages_are_deleted_unclaimed(
+async def test_texts_the_queue_never_wrote_are_deleted_unclaimed(
     deployment: FakeDeployment, poller: Poller, caplog: pytest.LogCaptureFixture
 ) -> None:
-    deployment.messages = [("bad", 1, "not base64!"), ("old", 11, GOOD), ("json", 1, text([1]))]
+    deployment.messages = [("bad", 1, "not base64!"), ("json", 1, text([1]))]
     with caplog.at_level(logging.WARNING):
         assert await poller.claim(3) == []
     assert deployment.claims == []
-    assert [m for m, _ in deployment.deleted] == ["bad", "old", "json"]
-    assert "dequeued 11 times" in caplog.text
+    assert [m for m, _ in deployment.deleted] == ["bad", "json"]
+    assert "message bad on low: the message text is not base64 JSON" in caplog.text
+
+
+async def test_a_much_dequeued_message_is_reported_once_and_still_claimed(
+    deployment: FakeDeployment, poller: Poller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past MAX_DEQUEUES the operator hears of it (ERROR, naming the queue, the task and run, and
+    what to check), and the run is claimed as any other: never deleted unclaimed, stranding it."""
+    deployment.messages = [("old", 11, GOOD)]
+    deployment.claim_status, deployment.claim_body = 403, {"code": "InsufficientScopes", "message": "no"}
+    with caplog.at_level(logging.WARNING):
+        assert await poller.claim(1) == []
+    assert len(deployment.claims) == 1 and deployment.deleted == []  # refused: kept for another try
+    (alert,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    said = alert.getMessage()
+    assert "message old on poll queue low" in said and f"task {TASK_ID}, run 0" in said
+    assert "dequeued 11 times" in said and "queue:claim-task:p/wt" in said
+
+    caplog.clear()
+    deployment.messages = [("old", 12, GOOD)]
+    deployment.claim_status, deployment.claim_body = 200, None
+    with caplog.at_level(logging.WARNING):
+        assert len(await poller.claim(1)) == 1
+    assert deployment.deleted == [("old", RECEIPT)]  # settled now: claimed, then deleted
+    assert not [r for r in caplog.records if r.levelno == logging.ERROR]  # once per message
 
 
 async def test_a_failed_delete_is_logged(

@@ -112,6 +112,14 @@ def test_a_directory_name_with_a_trailing_slash_does_not_double_it(task_dir: Pat
     assert upload.name == "public/build/a.txt"
 
 
+def test_a_missing_directory_named_with_a_trailing_slash_is_an_error_artifact_without_it(
+    task_dir: Path,
+) -> None:
+    """The queue refuses a name with an empty segment: the error artifact drops the `/`, as its files do."""
+    [error] = collect([spec("out", "public/build/", kind="directory")], task_dir)
+    assert isinstance(error, ErrorArtifact) and error.name == "public/build"
+
+
 def test_an_empty_directory_uploads_nothing(task_dir: Path) -> None:
     (task_dir / "out").mkdir()
     assert collect([spec("out", "public/build", kind="directory")], task_dir) == []

@@ -24,7 +24,7 @@ from typing import IO, Any
 from taskyard.cli import admin, http, refusals
 from taskyard.model import dates, slugid
 from taskyard.model.client_errors import Unreachable
-from taskyard.model.errors import ConfigError, TaskyardError
+from taskyard.model.errors import ConfigError, InputError, TaskyardError
 
 COMMANDS = ("task", "group")
 PAGE_SIZE = 1000  # the server's maximum page
@@ -165,19 +165,20 @@ def read_definition(path: str) -> dict[str, Any]:
 
 
 def _yaml(path: str, text: str) -> Any:
-    import yaml  # imported when used: `serve` and most commands read no YAML
+    # Imported when used: `serve` and most commands read no YAML. Read as the web UI's create form
+    # reads it (dates stay strings, a tag's bad value is its line, only JSON), aliases allowed.
+    from taskyard.model import definition_yaml
 
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        start = getattr(exc, "context_mark", None)
-        if context and start is not None and (mark is None or start.line != mark.line):
-            problem += f" ({context} that starts on line {start.line + 1})"
-        raise BadFile(path, f"{where}not valid YAML: {problem}") from None
+        body = definition_yaml.load(text, aliases=True)
+    except definition_yaml.YamlProblem as exc:
+        context = f" ({exc.context})" if exc.context else ""
+        raise BadFile(path, f"{exc.where}not valid YAML: {exc.problem}{context}") from None
+    try:
+        definition_yaml.check_json(body, "task")
+    except InputError as exc:
+        raise BadFile(path, exc.message) from None
+    return body
 
 
 def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any]:

@@ -135,11 +135,19 @@ class Artifact:
 
 
 def check_name(name: str, field: str = "artifact name", error: type[InputError] = InputError) -> str:
-    """Refuse names that are empty, too long, not printable ASCII, or hold a `..` segment."""
+    """Refuse names that are empty, too long, not printable ASCII, or hold a `..`, `.` or empty
+    path segment. A URL holding such a name is one a client or proxy may normalize (RFC 3986
+    removes dot segments; many collapse `//`) into another artifact's: `public/./x` would be read
+    and written as `public/x`, while both could exist side by side."""
     if not _NAME.fullmatch(name) or len(name) > MAX_NAME:
         raise error(f"{field} must match {NAME_PATTERN} and be at most {MAX_NAME} characters")
-    if ".." in name.split("/"):
+    segments = name.split("/")
+    if ".." in segments:
         raise error(f"{field} may not contain a `..` path segment")
+    if "." in segments:
+        raise error(f"{field} may not contain a `.` path segment")
+    if "" in segments:
+        raise error(f"{field} may not contain an empty path segment (a leading, trailing or doubled `/`)")
     return name
 
 

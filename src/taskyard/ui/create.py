@@ -8,16 +8,12 @@ the text as it was sent.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
 import orjson
-import yaml
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from taskyard.model import dates, slugid
+from taskyard.model import dates, definition_yaml, slugid
 from taskyard.model.errors import InputError, TaskyardError
 from taskyard.model.types import JSONValue
 from taskyard.ui import calls, forms
@@ -27,7 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.ui.render import UI
 
-MAX_DEPTH = 64  # as the API refuses a body nested deeper
+MAX_DEPTH = definition_yaml.MAX_DEPTH  # as the API refuses a body nested deeper
 
 EXAMPLE = """\
 # A task definition in YAML (JSON works too). `created` (now) and `deadline` (a day from now)
@@ -45,67 +41,22 @@ payload:
 """
 
 
-class _Loader(yaml.SafeLoader):  # type: ignore[misc]
-    """YAML's safe loader, refusing aliases (a small text could expand to a huge task) and reading
-    dates as the strings the task definition wants, not as datetime objects."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "aliases (*name) are not accepted", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def parse_definition(text: str) -> dict[str, JSONValue]:
     """The task definition in `text` (JSON, or YAML); InputError naming the line and the problem."""
     if not text.strip():
         raise InputError("definition: required (a task definition in YAML or JSON)")
     try:
-        value = orjson.loads(text) if text.lstrip().startswith("{") else yaml.load(text, Loader=_Loader)
+        value = orjson.loads(text) if text.lstrip().startswith("{") else definition_yaml.load(text)
     except orjson.JSONDecodeError as exc:
         raise InputError(f"definition: not valid JSON: {exc}") from None
-    except yaml.YAMLError as exc:
-        raise InputError(f"definition: not valid YAML: {_yaml_problem(exc)}") from None
+    except definition_yaml.YamlProblem as exc:
+        raise InputError(f"definition: not valid YAML: {exc.where}{exc.problem}") from None
     except RecursionError:
         raise InputError(f"definition: nested more than {MAX_DEPTH} levels deep, the most accepted") from None
     if not isinstance(value, dict):
         raise InputError("definition: must be a mapping (an object): the task definition")
-    _check_json(value)
+    definition_yaml.check_json(value, "definition")
     return value
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-    return where + (getattr(exc, "problem", None) or str(exc).splitlines()[0])
-
-
-def _check_json(value: object) -> None:
-    """Refuse what YAML can say and JSON cannot: non-string keys, binary, sets, NaN, deep nesting."""
-    stack: list[tuple[object, str, int]] = [(value, "definition", 0)]
-    while stack:
-        item, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise InputError(f"definition: nested more than {MAX_DEPTH} levels deep, the most accepted")
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise InputError(f"{where}: the key {key!r} must be a string")
-                stack.append((child, f"{where}.{key}", depth + 1))
-        elif isinstance(item, list):
-            stack.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(item))
-        elif isinstance(item, float) and not math.isfinite(item):
-            raise InputError(f"{where}: must be a finite number")
-        elif not (item is None or isinstance(item, str | int | float | bool)):
-            raise InputError(f"{where}: a {type(item).__name__} is not a JSON value")
 
 
 def with_dates(definition: dict[str, JSONValue], now: int) -> dict[str, JSONValue]:

@@ -262,7 +262,9 @@ def _artifact_problems(parsed: Payload, deadline: Millis, task_expires: Millis) 
     for index, spec in enumerate(parsed.artifacts):
         field = f"artifacts.{index}"
         yield from _path_problem(spec.path, f"{field}.path")
-        yield from _name_problem(spec.name, f"{field}.name")
+        # A directory's name is the prefix of its files' (`<name>/<path>`): one trailing `/` is harmless.
+        named = spec.name.removesuffix("/") if spec.type == "directory" else spec.name
+        yield from _name_problem(named, f"{field}.name")
         yield from _expiry_problem(spec, deadline, task_expires)
         if spec.name in reserved:
             yield f"malformed payload: {field} is named '{spec.name}', which the {reserved[spec.name]} uses"

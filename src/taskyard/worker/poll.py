@@ -5,10 +5,17 @@ pollTaskUrls gives one queue per priority, highest first (asked again before its
 One round polls them in that order with `numofmessages` up to the free capacity and stops at the
 first queue that has messages; the worker's claim loop sleeps about a second after a round that
 found none. Each message's task is claimed with claimTask, quoting the message (messageId, pop
-receipt, signature); the message is deleted when the claim succeeded or was refused with a 4xx,
-and kept (it comes back after its visibility timeout) after a 5xx or a network failure. Every
-failed delete is logged; a message dequeued more than MAX_DEQUEUES times is reported to the
-operator and deleted. Everything after a claim is the claimWork worker's.
+receipt, signature). The message is deleted only once its run is settled: claimed, or refused
+because no one can claim it any more (404: gone; 409: no longer pending, or past its deadline).
+After any other refusal (401/403: this worker's credentials or scopes; 429: a busy queue; 400) and
+after a 5xx or a network failure it is kept, and comes back after its visibility timeout: the
+message is the only way a poll-only worker ever learns of its run. Every failed delete is logged.
+
+A message dequeued more than MAX_DEQUEUES times is received again and again and never settled:
+workers failing to delete, or to claim, what they receive. The worker alerts the operator with
+an ERROR line (once per message) naming the queue, the task and run and what to check, and
+still claims it, so that the run is not stranded. Everything after a claim is the claimWork
+worker's.
 """
 
 from __future__ import annotations
@@ -18,9 +25,10 @@ import binascii
 import logging
 import time
 import xml.etree.ElementTree as ElementTree
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import orjson
 
@@ -30,6 +38,8 @@ from taskyard.worker.client import Credentials, QueueClient
 
 log = logging.getLogger(__name__)
 MAX_DEQUEUES = 10
+SETTLED = (404, 409)  # claimTask refusals that mean no one can claim the run: its message can go
+ALERTED_KEPT = 4096  # message ids remembered as already reported (oldest forgotten first)
 REFRESH_BEFORE = 5 * 60.0  # ask pollTaskUrls again this long before its URLs expire
 
 
@@ -87,6 +97,7 @@ class Poller:
         self.creds = creds
         self._queues: list[Any] = []
         self._refresh_at = 0.0  # monotonic time to ask pollTaskUrls again
+        self._alerted: OrderedDict[str, None] = OrderedDict()  # much-dequeued messages reported
 
     async def _urls(self) -> list[Any]:
         if time.monotonic() >= self._refresh_at:
@@ -112,22 +123,14 @@ class Poller:
         return []
 
     async def _claim_message(self, entry: Any, message: Message) -> Any | None:
-        if message.dequeue_count > MAX_DEQUEUES:
-            log.warning(
-                "message %s was dequeued %d times and never deleted: deleting it; "
-                "check the workers of %s for failing deletes",
-                message.message_id,
-                message.dequeue_count,
-                self.config.task_queue_id,
-            )
-            await self._delete(entry, message)
-            return None
         try:
             task_id, run_id, signature = decode_text(message.text)
-        except ValueError as exc:
-            log.error("message %s: %s; deleting it", message.message_id, exc)
+        except ValueError as exc:  # not a message the queue wrote: no run to strand
+            log.error("message %s on %s: %s; deleting it", message.message_id, _queue_of(entry), exc)
             await self._delete(entry, message)
             return None
+        if message.dequeue_count > MAX_DEQUEUES:
+            self._alert(entry, message, task_id, run_id)
         c = self.config
         proof = {"messageId": message.message_id, "receipt": message.pop_receipt}
         if signature is not None:
@@ -137,11 +140,16 @@ class Poller:
                 task_id, run_id, c.worker_group, c.worker_id, proof, self.creds
             )
         except Refused as exc:
-            if exc.status >= 500:
-                log.warning("claimTask %s/%d failed (%s); keeping its message", task_id, run_id, exc)
-                return None
-            log.info("claimTask %s/%d refused (%s); deleting its message", task_id, run_id, exc)
-            await self._delete(entry, message)
+            if exc.status in SETTLED:
+                log.info("claimTask %s/%d refused (%s); deleting its message", task_id, run_id, exc)
+                await self._delete(entry, message)
+            else:
+                log.warning(
+                    "claimTask %s/%d refused (%s); keeping its message, which comes back later",
+                    task_id,
+                    run_id,
+                    exc,
+                )
             return None
         except Unreachable as exc:
             log.warning("claimTask %s/%d failed (%s); keeping its message", task_id, run_id, exc)
@@ -150,6 +158,27 @@ class Poller:
             return None
         await self._delete(entry, message)
         return claim
+
+    def _alert(self, entry: Any, message: Message, task_id: str, run_id: int) -> None:
+        """Tell the operator, once per message, that it keeps coming back (docs/poll.md)."""
+        if message.message_id in self._alerted:
+            return
+        self._alerted[message.message_id] = None
+        if len(self._alerted) > ALERTED_KEPT:
+            self._alerted.popitem(last=False)
+        log.error(
+            "message %s on poll queue %s (task %s, run %d) was dequeued %d times and never deleted; "
+            "claiming it anyway so that its run is not stranded. Check the workers of %s: failed "
+            "deletes ('could not delete message' in their logs), claims refused for their "
+            "credentials or scopes (queue:claim-task:%s), or workers stopping between poll and claim",
+            message.message_id,
+            _queue_of(entry),
+            task_id,
+            run_id,
+            message.dequeue_count,
+            self.config.task_queue_id,
+            self.config.task_queue_id,
+        )
 
     async def _delete(self, entry: Any, message: Message) -> None:
         url = entry["signedDeleteUrl"].replace("{{messageId}}", quote(message.message_id, safe=""))
@@ -166,3 +195,9 @@ class Poller:
                 status,
                 content[:300].decode(errors="replace"),
             )
+
+
+def _queue_of(entry: Any) -> str:
+    """The poll queue's name, from its URL (`.../<queue>/messages?...`)."""
+    parts = urlsplit(str(entry.get("signedPollUrl", ""))).path.rstrip("/").split("/")
+    return parts[-2] if len(parts) >= 2 else "?"

@@ -90,8 +90,10 @@ def _file(spec: ArtifactSpec, path: Path) -> FileUpload | ErrorArtifact:
 
 
 def _directory(spec: ArtifactSpec, path: Path) -> list[FileUpload | ErrorArtifact]:
+    prefix = spec.name.rstrip("/")  # `public/build/`: files `public/build/<file>`, an error `public/build`
+
     def error(reason: str, message: str) -> list[FileUpload | ErrorArtifact]:
-        return [ErrorArtifact(spec.name, reason, message, spec.expires, spec.optional)]
+        return [ErrorArtifact(prefix, reason, message, spec.expires, spec.optional)]
 
     if path.is_file():
         return error(
@@ -102,7 +104,7 @@ def _directory(spec: ArtifactSpec, path: Path) -> list[FileUpload | ErrorArtifac
         return error("file-missing-on-worker", f"Could not read directory '{path}'")
     found: list[FileUpload | ErrorArtifact] = []
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
-        name = f"{spec.name.rstrip('/')}/{file.relative_to(path).as_posix()}"
+        name = f"{prefix}/{file.relative_to(path).as_posix()}"
         if os.access(file, os.R_OK):
             found.append(_upload(spec, name, file))
         else:
