@@ -147,3 +147,12 @@ def test_zsh_and_fish_scripts_are_generated(shell: str) -> None:
     if shutil.which(shell):
         check = ["zsh", "-n", "-c", script] if shell == "zsh" else ["fish", "--no-execute", "-c", script]
         assert subprocess.run(check, capture_output=True, timeout=60).returncode == 0
+
+
+@pytest.mark.parametrize("text", ["contexts: {x: !!int abc}\n", "a: !!bool maybe\n", "b: [\n", "\xff"])
+def test_an_unreadable_config_file_is_one_line_naming_it_never_a_traceback(tmp_path: Path, text: str) -> None:
+    file = tmp_path / "config.yaml"
+    file.write_bytes(text.encode("latin-1"))
+    result = run({"TASKYARD_CONFIG": str(file)}, "config", "get-contexts")
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr and str(file) in result.stderr, result.stderr

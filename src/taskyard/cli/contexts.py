@@ -47,14 +47,14 @@ def path(environ: Mapping[str, str]) -> Path:
 
 def load(environ: Mapping[str, str]) -> dict[str, Any]:
     """The config file's content; {} when there is none. ConfigError when it is not usable."""
-    import yaml  # imported when used: `serve` and most commands never read the file
+    from taskyard.model import definition_yaml  # imported when used: most commands never read it
 
     file = path(environ)
     try:
-        loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+        loaded = definition_yaml.load(file.read_text(encoding="utf-8"), aliases=True)
     except FileNotFoundError:
         return {}
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, definition_yaml.YamlProblem) as exc:
         raise ConfigError("TASKYARD_CONFIG", str(file), f"cannot be read: {exc}") from None
     if loaded is None:
         return {}
