@@ -58,6 +58,7 @@ from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
+from taskyard.ui.app import Pages
 
 TOKEN = "bench-root-token-bench-root-token"
 SCRAPES = 50
@@ -185,7 +186,7 @@ async def measure_group(
 ) -> list[tuple[int, str]]:
     """The groups made (size, taskGroupId); their pages' server time printed unless `renders` is off."""
     made: list[tuple[int, str]] = []
-    transport = httpx.ASGITransport(app=build_app(services))
+    transport = httpx.ASGITransport(app=build_app(services, Pages(services)))
     rng = random.Random(7)
     rows = []
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:

@@ -49,9 +49,6 @@ class ServerConfig:
     # Where s3-type artifacts' bytes go: file:///dir or s3://bucket?endpoint=...&region=...
     artifacts: str = ""
     max_artifact_bytes: int = 1024**3
-    # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
-    # scope checks, so bench/ can measure what they cost.
-    bench_skip_auth: bool = False
     # API processes forked to serve one port (`serve --processes`); above 1 on PostgreSQL only.
     processes: int = 1
     # Overload, per process (api/shedding.py, cli/connections.py); 0 means no bound.

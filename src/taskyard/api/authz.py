@@ -29,7 +29,6 @@ class Caller:
 
     client_id: str | None
     scopes: tuple[str, ...]
-    unchecked: bool = False  # benchmarks only: allowed everything without checking
 
 
 def caller(client_id: str | None, own_scopes: Iterable[str], expand: Expand) -> Caller:
@@ -57,8 +56,6 @@ def template_names(template: object) -> set[str]:
 
 def require(who: Caller, template: scopes.Template, params: Mapping[str, object]) -> None:
     """Raise InsufficientScopes unless `who` satisfies `template` rendered with `params`."""
-    if who.unchecked:
-        return
     expression = scopes.render(template, params)
     if expression is None or scopes.satisfies_expression(who.scopes, expression):
         return
