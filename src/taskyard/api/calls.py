@@ -88,6 +88,33 @@ class Operation(Generic[T]):
         return self.input
 
 
+@dataclass(frozen=True)
+class Kept(Generic[T]):
+    """What a listing keeps for its caller, and how many items it held back."""
+
+    items: list[T]
+    hidden: int
+
+
+def listing(
+    name: str,
+    scopes: ScopeExpression,
+    each: ScopeExpression,
+    read: Callable[[Call], Awaitable[list[tuple[Mapping[str, object], T]]]],
+) -> Operation[Kept[T]]:
+    """An operation answering a list whose every item needs scopes of its own: `read` answers each
+    item with the values of `each`, its template (a route's: `listTaskGroup`'s for a group), and
+    only the items the caller holds `each` for are kept. The check is the listing's, not the
+    reader's: an item cannot come out unchecked."""
+
+    async def handler(call: Call) -> Kept[T]:
+        found = await read(call)
+        kept = [item for values, item in found if may(call, each, **values)]
+        return Kept(kept, len(found) - len(kept))
+
+    return Operation(name, scopes, handler)
+
+
 async def run(step: Step[T], call: Call) -> T:
     """Run `step` for `call`: every check in order (see the module's docstring), then its handler."""
     check_params(call.params)

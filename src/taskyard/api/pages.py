@@ -7,14 +7,17 @@ here, its scope template declared with it and taken from the API's route of the 
 run only through `calls.call()`, as the viewer; a handler that answers without its check having
 run raises `calls.UncheckedScopes`, so a read that forgets its check shows nothing.
 
-Inside an operation authorized as a whole, an item the API shows only with scopes of its own (a
-queue's counts, a recent group) is kept with `calls.may()` and the template of that route.
+A list whose every item needs scopes of its own (the recent groups) is a `calls.listing`, which
+keeps each item only if the caller holds that route's template for it; inside an operation
+authorized as a whole, a part of an item the API shows only with scopes of its own (a queue's
+counts, its workers) is blanked with `calls.may()` and the template of that route.
 See docs/ui.md, "Who may read what".
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -47,8 +50,9 @@ LIST_GROUP = _scopes("listTaskGroup")
 LIST_QUEUES = _scopes("listTaskQueues")
 QUEUE_COUNTS = _scopes("taskQueueCounts")
 LIST_WORKERS = _scopes("listWorkers")
-# Said out loud, for the one read anybody may make: the recent groups, each kept only with its own
-# listTaskGroup scopes (`calls.may`); without them a viewer learns only how many were hidden.
+# Said out loud, for the one read anybody may make: the recent groups, a listing (`calls.listing`)
+# that keeps each only with its own listTaskGroup scopes; without them a viewer learns only how
+# many were held back.
 ANYONE: ScopeExpression = {"AllOf": []}
 
 SHOWN_RELATIONS = 100  # dependencies listed with their state
@@ -335,13 +339,7 @@ class GroupLine:
         return sum(self.states.values())
 
 
-@dataclass(frozen=True)
-class RecentGroups:
-    groups: list[GroupLine]  # the ones the caller may list
-    hidden: int  # the ones it may not
-
-
-async def _recent_groups(call: Call) -> RecentGroups:
+async def _recent_groups(call: Call) -> list[tuple[Mapping[str, object], GroupLine]]:
     now = _now(call)
     async with _q(call).storage.reader() as session:
         recent = recent_events(await session.fetch("ui_dashboard_recent_events", EVENTS_LOOKED_AT), now)
@@ -353,12 +351,10 @@ async def _recent_groups(call: Call) -> RecentGroups:
         for row in await session.fetch("ui_dashboard_group_states", chosen):
             states[row["task_group_id"]][row["state"]] = int(row["tasks"])
     # A group whose tasks all expired has no counts left: it is not shown.
-    found = [GroupLine(g, latest[g], states[g]) for g in chosen if states[g]]
-    shown = [g for g in found if calls.may(call, LIST_GROUP, taskGroupId=g.task_group_id)]
-    return RecentGroups(shown, len(found) - len(shown))
+    return [({"taskGroupId": g}, GroupLine(g, latest[g], states[g])) for g in chosen if states[g]]
 
 
-RECENT_GROUPS_READ = Operation("recentGroups", ANYONE, _recent_groups)
+RECENT_GROUPS_READ = calls.listing("recentGroups", ANYONE, LIST_GROUP, _recent_groups)
 """The RECENT_GROUPS groups created or changed last (by the newest tasks and events), with their
 tasks' counts by state; each kept only if the caller may list it (listTaskGroup's scopes)."""
 

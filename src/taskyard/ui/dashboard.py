@@ -57,8 +57,8 @@ async def overview(ui: UI, request: Request) -> Overview:
     queues = await access.attempt(ui, request, pages.DASHBOARD_QUEUES, {})
     recent = await access.read(ui, request, pages.RECENT_GROUPS_READ, {})
     if queues is None:
-        return Overview([], recent.groups, False, False, recent.hidden)
-    return Overview(queues.queues, recent.groups, queues.claims_capped, True, recent.hidden)
+        return Overview([], recent.items, False, False, recent.hidden)
+    return Overview(queues.queues, recent.items, queues.claims_capped, True, recent.hidden)
 
 
 async def dashboard(ui: UI, request: Request) -> Response:
