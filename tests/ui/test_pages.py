@@ -39,3 +39,12 @@ def test_no_page_is_under_the_api_nor_at_metrics(services: Services) -> None:
     for route in Pages(services).routes:
         assert isinstance(route, Route | Mount)
         assert not route.path.startswith("/api/") and route.path != "/metrics", route.path
+
+
+async def test_an_app_built_without_the_ui_serves_the_api_alone(services: Services) -> None:
+    """The API does not bring the UI along: only whoever builds the app mounts it (`cli/serve.py`)."""
+    transport = httpx.ASGITransport(app=build_app(services), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        assert (await client.get("/api/queue/v1/ping")).status_code == 200
+        page = await client.get("/", headers={"accept": "text/html"})
+    assert page.status_code == 404 and page.json()["code"] == "ResourceNotFound"
