@@ -4,8 +4,9 @@ Every caller holds `assume:anonymous` and what it expands to, on top of its own 
 route's scope template is rendered with the call's values and checked by `require()`, which
 only `Call.authorize()` calls: before the handler when the path and the route's `scope_body`
 give every value, otherwise by the service the handler passes it to (as a `Guard`), with the
-fields of the record it loads (a task's schedulerId, a group's). The edge refuses to answer
-for a route whose scopes were never checked.
+fields of the record it loads (a task's schedulerId, a group's). The call pipeline
+(`api/calls.py`) refuses to answer for a route, or a page's operation, whose scopes were never
+checked.
 """
 
 from __future__ import annotations
