@@ -126,6 +126,19 @@ def test_the_ui_reaches_the_api_only_through_the_pipeline() -> None:
                     assert alias.name in UI_USES_OF_API, f"{path.name} imports taskyard.api.{alias.name}"
 
 
+def test_no_page_reads_storage_itself() -> None:
+    """What a viewer reads, a page reads through the pipeline (`api.calls`), whose steps check
+    scopes and fail closed; only the sign-in sessions' own table is the UI's to read directly."""
+    for path in (SRC / "ui").rglob("*.py"):
+        if path.name == "sessions.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in ("storage", "reader", "transaction", "fetch", "fetchrow"), (
+                    f"{path.name}:{node.lineno} reads storage (.{node.attr}) instead of calling a step"
+                )
+
+
 def test_single_modules_import_no_driver() -> None:
     """`config.py`, `lockfile.py` and the version module sit beside the packages: no driver, no framework."""
     for path in SRC.glob("*.py"):
