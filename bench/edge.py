@@ -28,7 +28,6 @@ import shlex
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT_DIR = Path(__file__).resolve().parent.parent
@@ -36,53 +35,14 @@ if str(ROOT_DIR) not in sys.path:  # run as a script: `bench.*` is imported from
     sys.path.insert(0, str(ROOT_DIR))
 
 from bench.lifecycle import (  # noqa: E402
-    ROOT_CLIENT_ID,
     Api,
-    Creds,
     Server,
-    Session,
-    cpu,
+    edge_round,
     kill_leftovers,
     taskyard_command,
 )
 
 KINDS = ("ping", "signed")
-
-
-def server_ticks(pid: int) -> tuple[int, int]:
-    """The server's user and kernel CPU ticks so far (all its threads)."""
-    fields = cpu._stat(pid)
-    return int(fields[11]), int(fields[12])
-
-
-async def one_round(api: Api, server: Server, kind: str, requests: int, connections: int) -> dict[str, float]:
-    creds = Creds.permanent(ROOT_CLIENT_ID, server.token)
-    sessions = [api.session() for _ in range(connections)]
-    each = max(1, requests // connections)
-    ping = f"{server.root_url}/api/queue/v1/ping"
-
-    async def send(session: Session) -> None:
-        for _ in range(each):
-            if kind == "ping":
-                status, _ = await session.send("GET", ping, b"", {})
-            else:
-                status, _ = await session.call("GET", "/scopes/current", None, creds)
-            if status != 200:
-                raise RuntimeError(f"{kind}: answered {status}")
-
-    user0, system0 = server_ticks(server.pid)
-    started = time.perf_counter()
-    await asyncio.gather(*(send(s) for s in sessions))
-    took = time.perf_counter() - started
-    user1, system1 = server_ticks(server.pid)
-    await asyncio.gather(*(s.close() for s in sessions))
-    done = each * len(sessions)
-    seconds = (user1 - user0 + system1 - system0) / cpu.CLK_TCK
-    return {
-        "cpu_us": seconds / done * 1e6,
-        "kernel_share": (system1 - system0) / max(1, user1 - user0 + system1 - system0),
-        "per_s": done / took,
-    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
@@ -93,11 +53,11 @@ async def run(args: argparse.Namespace) -> dict[str, dict[str, float]]:
             await server.start()
             api = Api(server.root_url, "raw")
             api.base = server.root_url + "/api/auth/v1"
-            await one_round(api, server, "signed", 200, args.connections)  # warm: caches, first imports
+            await edge_round(api, server, "signed", 200, args.connections)  # warm: caches, first imports
             rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in KINDS}
             for _ in range(args.rounds):
                 for kind in KINDS:
-                    rounds[kind].append(await one_round(api, server, kind, args.requests, args.connections))
+                    rounds[kind].append(await edge_round(api, server, kind, args.requests, args.connections))
         finally:
             server.stop()
             kill_leftovers()

@@ -38,7 +38,7 @@ import orjson
 import uvicorn
 
 from taskyard.api.app import Services, build_app
-from taskyard.auth import static
+from taskyard.auth import hawk_client, static
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.events.amqp import AmqpBus
@@ -50,6 +50,7 @@ from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
 from taskyard.model import dates, slugid
 from taskyard.model.messages import Message, task_message
 from taskyard.queue.service import Queue
+from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 
@@ -179,7 +180,8 @@ async def measure_latency(
 class StreamClient:
     """An HTTP event-stream client of one provisioner's tc task-pending, in this process."""
 
-    def __init__(self) -> None:
+    def __init__(self, credentials: tuple[str, str]) -> None:
+        self.credentials = credentials  # the client id and access token the stream is read as
         self.count = 0
         self.latencies: list[float] = []
         self.arrived = asyncio.Condition()
@@ -187,7 +189,12 @@ class StreamClient:
         self.per_event = 1  # bound to tc task-pending alone
 
     async def read(self, url: str, ready: asyncio.Event) -> None:
-        async with httpx.AsyncClient(timeout=60) as client, client.stream("GET", url) as response:
+        # Signed as any client signs it: the server authenticates every request and checks its scopes.
+        signed = {"authorization": hawk_client.sign_header("GET", url, None, "", *self.credentials)}
+        async with (
+            httpx.AsyncClient(timeout=60) as client,
+            client.stream("GET", url, headers=signed) as response,
+        ):
             assert response.status_code == 200, await response.aread()
             async for line in response.aiter_lines():
                 if line.startswith("id: ") and not ready.is_set():
@@ -216,7 +223,7 @@ async def measure_stream(
     await auth.start()
     issuer = (static.QUEUE_CLIENT_ID, static.derived_token("bench-token", static.QUEUE_CLIENT_ID))
     queue = Queue(storage, QueueConfig(), credentials_issuer=issuer)
-    services = Services(queue, auth, skip_auth=True, events=feed)
+    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed)
     server = uvicorn.Server(uvicorn.Config(build_app(services), port=0, log_level="warning", lifespan="off"))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -225,7 +232,7 @@ async def measure_stream(
         await asyncio.sleep(0.01)
     binding = f"{TC_PREFIX}task-pending:#.{provisioner}.#"
     url = f"http://127.0.0.1:{sock.getsockname()[1]}/api/events/v1/stream?{urlencode({'binding': binding})}"
-    client, ready = StreamClient(), asyncio.Event()
+    client, ready = StreamClient((static.ROOT_CLIENT_ID, "bench-token")), asyncio.Event()
     reading = asyncio.create_task(client.read(url, ready))
     await asyncio.wait_for(ready.wait(), 30)
     try:

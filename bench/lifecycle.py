@@ -3,7 +3,7 @@
 For each backend (SQLite in a temporary data directory, PostgreSQL in a scratch database) it starts
 the server as a subprocess and drives it over HTTP with Hawk-signed requests, signed the way
 TaskCluster's Python client signs them (mohawk, sha256, payload hash, `ext` carrying the certificate
-of temporary credentials). Three measurements:
+of temporary credentials). The measurements:
 
 1. throughput      K workers loop claimWork(tasks=1) -> reportCompleted (signed with the claim's
                    temporary credentials) while a creator creates N tasks with a bounded number in
@@ -15,7 +15,10 @@ of temporary credentials). Three measurements:
                    claimWork response, and from the createTask request being sent.
 3. claim cost      p50 of claimWork(tasks=1) with 1,000 pending tasks, then with 100,000 (the bulk is
                    copied in SQL from a task created over HTTP), and their ratio.
-4. poll protocol   with --protocol poll, beside claimWork in the same run: K workers loop
+4. auth cost      the server's CPU per signed call (Hawk, role expansion, scope check) less per
+                   unsigned ping, as bench/edge.py measures it, and its share of a lifecycle's
+                   server CPU (three signed calls).
+5. poll protocol   with --protocol poll, beside claimWork in the same run: K workers loop
                    pollTaskUrls' queues (Get Messages, numofmessages=1) -> claimTask quoting the
                    message -> Delete Message -> reportCompleted; and the delay from createTask's
                    response until a polling worker (1 s sleep after an empty round) has the message.
@@ -379,10 +382,8 @@ class Server:
         token: str,
         command: list[str],
         *,
-        skip_auth: bool = False,
         serve_args: Sequence[str] = (),
     ) -> None:
-        self.skip_auth = skip_auth
         self.serve_args = list(serve_args)
         self.command = command
         self.data_dir = data_dir
@@ -400,8 +401,6 @@ class Server:
         cmd += self.serve_args
         env = {k: v for k, v in os.environ.items() if not k.startswith("TASKYARD_")}
         env.update(TASKYARD_ROOT_ACCESS_TOKEN=self.token, TASKYARD_LOG_LEVEL="WARNING")
-        if self.skip_auth:
-            env["TASKYARD_BENCH_SKIP_AUTH"] = "1"
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         RUNNING.append(self.proc)
@@ -1125,8 +1124,77 @@ async def phase_poll_dispatch(
     return result
 
 
+def server_ticks(pid: int) -> tuple[int, int]:
+    """The server's user and kernel CPU ticks so far (all its threads)."""
+    fields = cpu._stat(pid)
+    return int(fields[11]), int(fields[12])
+
+
+async def edge_round(
+    api: Api, server: Server, kind: str, requests: int, connections: int
+) -> dict[str, float]:
+    """`requests` of one kind over `connections` kept-alive connections, one kind at a time: `ping`
+    (unsigned `GET /api/queue/v1/ping`: the server around a handler that does nothing) or `signed`
+    (`GET /api/auth/v1/scopes/current` signed by the root client: the same plus Hawk, the role
+    expansion and the scope check, around a handler that reads nothing from the database). The
+    server's CPU per request (its user and kernel time apart) and the requests answered per second.
+    `api.base` must be the auth service's."""
+    creds = Creds.permanent(ROOT_CLIENT_ID, server.token)
+    sessions = [api.session() for _ in range(connections)]
+    each = max(1, requests // connections)
+    ping = f"{server.root_url}/api/queue/v1/ping"
+
+    async def send(session: Session) -> None:
+        for _ in range(each):
+            if kind == "ping":
+                status, _ = await session.send("GET", ping, b"", {})
+            else:
+                status, _ = await session.call("GET", "/scopes/current", None, creds)
+            if status != 200:
+                raise RuntimeError(f"{kind}: answered {status}")
+
+    user0, system0 = server_ticks(server.pid)
+    started = time.perf_counter()
+    await asyncio.gather(*(send(s) for s in sessions))
+    took = time.perf_counter() - started
+    user1, system1 = server_ticks(server.pid)
+    await asyncio.gather(*(s.close() for s in sessions))
+    done = each * len(sessions)
+    seconds = (user1 - user0 + system1 - system0) / cpu.CLK_TCK
+    return {
+        "cpu_us": seconds / done * 1e6,
+        "kernel_share": (system1 - system0) / max(1, user1 - user0 + system1 - system0),
+        "per_s": done / took,
+    }
+
+
+AUTH_REQUESTS = 2000  # per kind per round
+AUTH_ROUNDS = 3
+
+
+async def phase_auth_cost(api: Api, root: Creds, server: Server, args: argparse.Namespace) -> dict[str, Any]:
+    """What authentication and the scope check cost a signed call, on the server just measured:
+    its CPU per signed call less per unsigned ping (`edge_round`, kinds alternating, the median of
+    AUTH_ROUNDS rounds). No setting turns authentication off, so this is how its cost is measured;
+    a lifecycle makes three signed calls (`run_backend` relates them to its server CPU)."""
+    edge = Api(server.root_url, "raw")
+    edge.base = server.root_url + "/api/auth/v1"
+    try:
+        await edge_round(edge, server, "signed", 200, 8)  # warm: caches, first imports
+        rounds: dict[str, list[float]] = {"ping": [], "signed": []}
+        for _ in range(AUTH_ROUNDS):
+            for kind, found in rounds.items():
+                found.append((await edge_round(edge, server, kind, AUTH_REQUESTS, 8))["cpu_us"])
+    finally:
+        await edge.close()
+    ping, signed = (sorted(found)[len(found) // 2] for found in rounds.values())
+    print(f"    server CPU per call: signed {signed:.0f} µs, unsigned ping {ping:.0f} µs")
+    return {"ping_us": ping, "signed_us": signed, "us_per_call": signed - ping}
+
+
 PHASES = (
     ("throughput", phase_throughput),
+    ("auth", phase_auth_cost),
     ("poll", phase_poll_throughput),
     ("poll-dispatch", phase_poll_dispatch),
     ("dispatch", phase_dispatch),
@@ -1164,24 +1232,22 @@ async def run_phases(
 async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     print(f"\n== {name} ==")
     args.backend_name = name
-    results = await run_server(name, args, skip_auth=False)
-    if results is None or "auth" in args.skip or "throughput" in args.skip:
+    results = await run_server(name, args)
+    if results is None:
         return results
-    # The same throughput run against a server that authenticates nothing and checks no scope:
-    # what authentication and authorization cost, measured as a ratio in one run.
-    print("  again without authentication or scope checks (TASKYARD_BENCH_SKIP_AUTH=1):")
-    plain = await run_server(name, args, skip_auth=True, only=("throughput",))
-    with_auth = (results.get("throughput") or {}).get("lifecycles_per_s")
-    without = ((plain or {}).get("throughput") or {}).get("lifecycles_per_s")
-    if with_auth and without:
-        results["auth"] = {"without": without, "overhead": 1 - with_auth / without}
+    # Authentication's share of a lifecycle's server CPU: three signed calls (createTask, claimWork,
+    # reportCompleted) at what the auth phase measured a signed call's checks to cost.
+    per_call = (results.get("auth") or {}).get("us_per_call")
+    server_ms = ((results.get("throughput") or {}).get("cpu_ms_per_lifecycle") or {}).get("server")
+    if per_call is not None and server_ms:
+        results["auth"]["overhead"] = 3 * per_call / 1000 / server_ms
         share = results["auth"]["overhead"] * 100
-        print(f"    auth costs {share:.0f}% of lifecycles/s ({with_auth:.0f} vs {without:.0f})")
+        print(f"    auth costs {share:.0f}% of a lifecycle's server CPU ({per_call:.0f} µs a signed call)")
     return results
 
 
 async def run_server(
-    name: str, args: argparse.Namespace, *, skip_auth: bool, only: tuple[str, ...] = ()
+    name: str, args: argparse.Namespace, *, only: tuple[str, ...] = ()
 ) -> dict[str, Any] | None:
     data_dir = Path(tempfile.mkdtemp(prefix=f"taskyard-bench-{name}-"))
     try:
@@ -1193,7 +1259,7 @@ async def run_server(
             serve_args = shlex.split(args.serve_args)
             if name == "sqlite" and "--processes" in serve_args:
                 serve_args = _without_processes(serve_args)  # SQLite is served by one process
-            server = Server(data_dir, db_url, token, command, skip_auth=skip_auth, serve_args=serve_args)
+            server = Server(data_dir, db_url, token, command, serve_args=serve_args)
             try:
                 await server.start()
                 where = db_url or f"SQLite in {data_dir}"
@@ -1233,12 +1299,12 @@ def print_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Na
             TARGETS["lifecycles_per_s"],
         ),
         (
-            "  without auth (TASKYARD_BENCH_SKIP_AUTH)",
-            lambda b: fmt(get(b, "auth", "without"), ".0f"),
+            "  auth's checks, server CPU µs per signed call",
+            lambda b: fmt(get(b, "auth", "us_per_call"), ".0f"),
             "",
         ),
         (
-            "  auth's cost, % of lifecycles/s",
+            "  auth's cost, % of a lifecycle's server CPU",
             lambda b: fmt(
                 (get(b, "auth", "overhead") or 0) * 100 if get(b, "auth", "overhead") is not None else None,
                 ".0f",

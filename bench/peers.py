@@ -208,7 +208,7 @@ async def run_taskyard(args: argparse.Namespace) -> dict[str, Any]:
     """bench/lifecycle.py's throughput phase on PostgreSQL, in this process (its client is asyncio)."""
     options = lifecycle.parse_args(["--backends", "postgres", "--tasks", str(args.jobs)])
     options.backend_name = "postgres"
-    results = await lifecycle.run_server("postgres", options, skip_auth=False, only=("throughput",))
+    results = await lifecycle.run_server("postgres", options, only=("throughput",))
     throughput = (results or {}).get("throughput")
     if not throughput:
         raise RuntimeError("bench/lifecycle.py's throughput phase gave no figure")

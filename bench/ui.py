@@ -48,7 +48,7 @@ import httpx
 
 from taskyard.api import metrics
 from taskyard.api.app import Services, build_app
-from taskyard.auth import static
+from taskyard.auth import roles, static
 from taskyard.auth.service import Auth
 from taskyard.config import QueueConfig
 from taskyard.model import dates, slugid
@@ -58,6 +58,7 @@ from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
+from taskyard.ui.app import Pages
 
 TOKEN = "bench-root-token-bench-root-token"
 SCRAPES = 50
@@ -110,6 +111,10 @@ async def open_services(db_url: str) -> Services:
     storage = await open_storage(db_url)
     auth = Auth(storage, secret_key="bench", static_clients=static.static_clients(TOKEN))
     await auth.start()
+    # The pages need the API's read scopes (docs/ui.md): the bench's UI is public, as an operator
+    # makes it, its anonymous role granting the groups' read.
+    public = ["queue:get-artifact:public/*", "queue:list-task-group:*", "queue:get-task:*", "queue:status:*"]
+    await roles.update_role(auth, "anonymous", "anyone may read the bench's groups", public, guard=ALLOW_ALL)
     queue = Queue(storage, QueueConfig(), credentials_issuer=("bench", TOKEN))
     await queue.start()
     return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand))
@@ -185,7 +190,7 @@ async def measure_group(
 ) -> list[tuple[int, str]]:
     """The groups made (size, taskGroupId); their pages' server time printed unless `renders` is off."""
     made: list[tuple[int, str]] = []
-    transport = httpx.ASGITransport(app=build_app(services))
+    transport = httpx.ASGITransport(app=build_app(services, Pages(services)))
     rng = random.Random(7)
     rows = []
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:

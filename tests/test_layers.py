@@ -26,11 +26,11 @@ ALLOWED = {
         "queue",
         "scheduler",
         "config",
-        "ui",
         "__init__",
     },
-    # The web UI is the API's sibling at the edge: the app serves both, and the UI's actions call
-    # the API's own route handlers (so that its scope checks are the API's).
+    # The web UI sits on the API: every page reads and acts through the API's call pipeline (so
+    # that its scope checks are the API's), and the composition root (cli/serve.py) mounts it on
+    # the app. The API never imports the UI.
     "ui": {
         "model",
         "storage",
@@ -97,6 +97,46 @@ def test_package_imports_only_lower_layers(package: str) -> None:
                 assert target == package or target in ALLOWED[package], f"{path.name} imports {name}"
             elif top in DRIVERS:
                 assert package in DRIVERS[top], f"{path.name} imports the driver {name}"
+
+
+def test_the_api_never_imports_the_ui() -> None:
+    """The UI is mounted on the app by whoever builds it (`build_app(services, site)`): an import of
+    the UI from the API, even a late one inside a function, would be the old cycle back."""
+    for path in (SRC / "api").rglob("*.py"):
+        for name in imports(path):
+            assert not name.startswith("taskyard.ui"), f"{path.name} imports {name}"
+        assert "taskyard.ui" not in path.read_text(), f"{path.name} names taskyard.ui"
+
+
+# What the UI may use of the API: the call pipeline and the pages' guarded operations, the caller,
+# the shapes of calls and streams, and the app's types. Never a route module: a page calls a
+# route through the pipeline (`api.calls.route(name)`), not its handler.
+UI_USES_OF_API = {"calls", "pages", "log_tail", "authz", "routing", "streams", "app"}
+
+
+def test_the_ui_reaches_the_api_only_through_the_pipeline() -> None:
+    for path in (SRC / "ui").rglob("*.py"):
+        for name in imports(path):
+            if name.startswith("taskyard.api."):
+                assert name.split(".")[2] in UI_USES_OF_API, f"{path.name} imports {name}"
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "taskyard.api":
+                for alias in node.names:
+                    assert alias.name in UI_USES_OF_API, f"{path.name} imports taskyard.api.{alias.name}"
+
+
+def test_no_page_reads_storage_itself() -> None:
+    """What a viewer reads, a page reads through the pipeline (`api.calls`), whose steps check
+    scopes and fail closed; only the sign-in sessions' own table is the UI's to read directly."""
+    for path in (SRC / "ui").rglob("*.py"):
+        if path.name == "sessions.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                assert node.attr not in ("storage", "reader", "transaction", "fetch", "fetchrow"), (
+                    f"{path.name}:{node.lineno} reads storage (.{node.attr}) instead of calling a step"
+                )
 
 
 def test_single_modules_import_no_driver() -> None:

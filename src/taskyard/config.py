@@ -52,9 +52,6 @@ class ServerConfig:
     # The origin blob and live-log URLs are built on, on a host name of its own (model/served.py);
     # empty: the root URL.
     blob_origin: str = ""
-    # Benchmarks only (TASKYARD_BENCH_SKIP_AUTH=1, loopback only): no authentication and no
-    # scope checks, so bench/ can measure what they cost.
-    bench_skip_auth: bool = False
     # API processes forked to serve one port (`serve --processes`); above 1 on PostgreSQL only.
     processes: int = 1
     # Overload, per process (api/shedding.py, cli/connections.py); 0 means no bound.

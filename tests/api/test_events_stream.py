@@ -38,6 +38,7 @@ from taskyard.model.messages import Message
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage.port import Storage
+from taskyard.ui.app import Pages
 from tests.api.conftest import ROOT, Api, Credentials, assert_error, hawk_header
 from tests.api.test_auth_v1 import create_client
 from tests.conftest import FakeClock, until
@@ -74,7 +75,8 @@ async def served(queue: Queue, auth: Auth, storage: Storage, clock: FakeClock) -
     await feed.start()
     bus = MemoryBus()
     relay = OutboxRelay(storage, bus, clock=clock)
-    app = build_app(Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed))
+    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed)
+    app = build_app(services, Pages(services))  # with the web UI, as `taskyard serve` builds it
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -35,6 +35,7 @@ from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.queue.livelogs import StreamUrls
+from taskyard.ui.app import Pages
 from tests.api import fuzz_azure, fuzz_graphs
 from tests.api.conftest import GOOD_PARAMS, ROOT, TASK_QUEUE_ID, Api, Credentials
 from tests.api.fuzz_targets import TABLES, Builder, Creds, State, Target, targets, uncovered, valid_bodies
@@ -69,7 +70,7 @@ def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
 def fuzzed_app(api: Api) -> Starlette:
     services = dataclasses.replace(api.services, max_body_bytes=BODY_LIMIT)
     services.queue.config = dataclasses.replace(services.queue.config, claim_work_timeout=0.02)
-    return build_app(services)
+    return build_app(services, Pages(services))  # with the web UI, whose pages are fuzzed too
 
 
 async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> State:

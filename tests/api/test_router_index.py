@@ -62,7 +62,7 @@ def paths_of(routes: list[BaseRoute], rng: random.Random) -> list[str]:
 
 
 async def test_the_index_picks_what_the_scan_picks(services: Services) -> None:
-    app = build_app(services)
+    app = build_app(services, Pages(services))  # with the web UI, as `taskyard serve` builds it
     router = app.router
     assert isinstance(router, IndexedRouter)
     router.routes.append(Route("/api/hooks/v1/hooks/{hookId}", lambda r: None, methods=["PUT"]))

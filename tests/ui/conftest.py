@@ -19,6 +19,7 @@ import pytest
 
 from taskyard.api.app import Services, build_app
 from taskyard.ui import sessions
+from taskyard.ui.app import Pages
 from tests.api.conftest import BASE, ROOT, Api, Credentials, live_log_urls, services
 from tests.conftest import FakeClock
 
@@ -47,7 +48,7 @@ PUBLIC_READS = [
 async def api(services: Services, clock: FakeClock, request: pytest.FixtureRequest) -> AsyncIterator[Api]:
     """The API of tests/api, its anonymous role granting `PUBLIC_READS` (unless the module says
     `DEFAULT_ANONYMOUS = True`)."""
-    transport = httpx.ASGITransport(app=build_app(services), raise_app_exceptions=False)
+    transport = httpx.ASGITransport(app=build_app(services, Pages(services)), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
         made = Api(client, services, clock)
         if not getattr(request.module, "DEFAULT_ANONYMOUS", False):
@@ -116,7 +117,7 @@ class Browser:
 @pytest.fixture
 async def browsers(api: Api) -> AsyncIterator[Callable[..., Browser]]:
     """Makes browsers on the app (`https=True`: reached over https)."""
-    app = build_app(api.services)
+    app = build_app(api.services, Pages(api.services))
     opened: list[httpx.AsyncClient] = []
 
     def new(*, https: bool = False) -> Browser:

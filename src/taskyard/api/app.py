@@ -9,7 +9,7 @@ import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from starlette.applications import Starlette
@@ -17,22 +17,20 @@ from starlette.datastructures import URL, QueryParams
 from starlette.middleware.exceptions import ExceptionMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.routing import Route as StarletteRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from taskyard.api import (
-    artifacts_v1,
-    auth_v1,
     authz,
     azure_queue,
     blobs,
+    calls,
     events_v1,
     index,
     livelog_v1,
     metrics,
     openapi,
-    queue_v1,
-    scheduler_v1,
     shedding,
 )
 from taskyard.api.errors import (
@@ -48,10 +46,11 @@ from taskyard.api.limits import check_content_length
 from taskyard.api.router import IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
 from taskyard.api.streams import StreamAnswer
-from taskyard.auth import hawk, static
+from taskyard.api.tables import service_tables
+from taskyard.auth import hawk
 from taskyard.auth.service import Auth
 from taskyard.events.feed import EventFeed
-from taskyard.model import dates, schema, task_definition
+from taskyard.model import dates, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
     InputValidationError,
@@ -64,7 +63,6 @@ from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage.port import WAIT_TIMEOUT
-from taskyard.ui import app as ui_app
 
 
 @dataclass
@@ -77,7 +75,6 @@ class Services:
     scheduler: Scheduler
     max_body_bytes: int = 10 * 1024 * 1024
     started: float = field(default_factory=time.monotonic)
-    skip_auth: bool = False  # benchmarks only: see ServerConfig.bench_skip_auth
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
     blob_origin: str | None = None  # where blobs and live logs are served (api/blobs.py's OriginGate)
     events: EventFeed | None = None  # the HTTP event stream's feed (None: this app serves no stream)
@@ -210,15 +207,9 @@ def hawk_request(scope: Scope, raw: bytes) -> hawk.Request:
     )
 
 
-class UncheckedScopes(Exception):
-    """A handler answered without checking its route's scopes: a bug, answered as a 500."""
-
-
 async def _authenticate(services: Services, route: Route, signed: hawk.Request) -> authz.Caller:
     if route.scopes is None:
         return authz.Caller(None, ())
-    if services.skip_auth:
-        return authz.Caller(static.ROOT_CLIENT_ID, ("*",), unchecked=True)
     who = await services.authenticate(signed)
     role_set = await services.auth.role_set()
     if who is None:
@@ -232,11 +223,11 @@ async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
     gone.set()
 
 
-async def _run_watching_disconnect(receive: Receive, call: Call, handler: Route) -> Any:
+async def _run_watching_disconnect(receive: Receive, call: Call, route: Route) -> Any:
     """Run a long poll, telling it (never cancelling it mid-transaction) when the client goes away."""
     watcher = asyncio.create_task(_watch_disconnect(receive, call.gone))
     try:
-        return await handler.handler(call)
+        return await calls.run(route, call)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -297,8 +288,6 @@ class Endpoint:
         signed = hawk_request(scope, raw)
         who = await _authenticate(services, route, signed)
         shedding.hold_stream_as(scope, who.client_id)  # an event stream: its client's share (429 beyond)
-        if route.edge_input is not None:
-            schema.validate(route.edge_input, body, where="body")
         query_string = scope.get("query_string")
         query = QueryParams(query_string) if query_string else None
         call = Call(
@@ -314,14 +303,11 @@ class Endpoint:
             query_items=() if query is None else tuple(query.multi_items()),
             headers=dict(request_headers(scope)),
         )
-        if route.scopes is not None and not route.loads:
-            call.authorize()
+        # The one pipeline (api/calls.py): body schema, scopes, handler, and failing closed.
         if route.long_poll:
             result = await _run_watching_disconnect(receive, call, route)
         else:
-            result = await route.handler(call)
-        if route.scopes is not None and not call.authorized:
-            raise UncheckedScopes(f"{route.name} answered without checking its scopes")
+            result = await calls.run(route, call)
         if isinstance(result, Reply):
             return json_response(result.body, result.status, result.headers)
         if isinstance(result, Stream):
@@ -339,8 +325,11 @@ async def not_found(request: Request, exc: Exception) -> Response:
     protocol's Azure-queue prefix, in Azure's words."""
     if request.url.path.startswith(azure_queue.PREFIX):
         return azure_queue.unmatched(request)
-    if ui_app.wants_page(request) and request.method in ("GET", "HEAD"):
-        return await ui_app.not_found(request.app.state.pages, request)
+    site: Site | None = request.app.state.site
+    if site is not None and request.method in ("GET", "HEAD"):
+        page = await site.not_found(request)
+        if page is not None:
+            return page
     error: TaskyardError = ResourceNotFound(f"no such route: {request.method} {request.url.path}")
     try:
         _check_path(request.scope["path"], {})
@@ -361,13 +350,15 @@ def routes_for(
     return found
 
 
-def service_tables() -> dict[str, list[Route]]:
-    """Each service's routes, by the name in `/api/<service>/v1/` (`taskyard api` reads these too)."""
-    return {
-        "queue": queue_v1.ROUTES + artifacts_v1.ROUTES,
-        "auth": auth_v1.ROUTES,
-        "scheduler": scheduler_v1.ROUTES,
-    }
+class Site(Protocol):
+    """What the app serves besides the APIs (the web UI, `ui/app.py`'s `Pages`): one route of the
+    app, matched last, with its own answer to a path nothing takes (None: the API's JSON 404).
+    The API never imports it: whoever builds the app (`cli/serve.py`) hands it over."""
+
+    @property
+    def route(self) -> BaseRoute: ...
+
+    async def not_found(self, request: Request) -> Response | None: ...
 
 
 class App(Starlette):
@@ -487,8 +478,9 @@ class App(Starlette):
         return point
 
 
-def build_app(services: Services) -> App:
-    """The ASGI app serving every service under `/api/<service>/v1/`; errors answered by class."""
+def build_app(services: Services, site: Site | None = None) -> App:
+    """The ASGI app serving every service under `/api/<service>/v1/`, and `site` (the web UI)
+    after them; errors answered by class."""
     routes = (
         blobs.routes(services.queue) + livelog_v1.routes(services.queue) + azure_queue.routes(services.queue)
     )
@@ -503,16 +495,16 @@ def build_app(services: Services) -> App:
     routes += openapi.routes(tables)  # `/api/<service>/v1/openapi.json` and its HTML reference
     measured = metrics.Metrics(services.queue, feed=services.events)
     routes += measured.routes()
-    # The web UI (`/`, `/tasks/...`, `/groups/...`), built on its first request; last, since no
-    # other route shares a path with it: none of its pages is under `/api/`, nor at `/metrics`.
-    pages = ui_app.Pages(services)
-    routes.append(pages)
+    # The web UI (`/`, `/tasks/...`, `/groups/...`), if given; last, since no other route shares a
+    # path with it: none of its pages is under `/api/`, nor at `/metrics`.
+    if site is not None:
+        routes.append(site.route)
     shed = shedding.Counts()
     measured.registry.register(shedding.CountsCollector(shed))
     app = App(routes=routes, exception_handlers={**HANDLERS, 404: not_found, 405: not_found})
     app.shedding = shedding.Shedding(services.limits, shed)
     app.metrics = app.state.metrics = measured
-    app.state.pages = pages
+    app.state.site = site
     if services.blob_origin is not None:
         app.blob_gate = blobs.OriginGate(services.blob_origin)
     # no slash redirects: a redirect would point at a URL the Hawk signature does not cover
@@ -520,4 +512,4 @@ def build_app(services: Services) -> App:
     return app
 
 
-__all__ = ["App", "Services", "build_app", "dates", "service_tables"]
+__all__ = ["App", "Services", "Site", "build_app", "dates", "service_tables"]

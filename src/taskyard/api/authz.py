@@ -4,8 +4,9 @@ Every caller holds `assume:anonymous` and what it expands to, on top of its own 
 route's scope template is rendered with the call's values and checked by `require()`, which
 only `Call.authorize()` calls: before the handler when the path and the route's `scope_body`
 give every value, otherwise by the service the handler passes it to (as a `Guard`), with the
-fields of the record it loads (a task's schedulerId, a group's). The edge refuses to answer
-for a route whose scopes were never checked.
+fields of the record it loads (a task's schedulerId, a group's). The call pipeline
+(`api/calls.py`) refuses to answer for a route, or a page's operation, whose scopes were never
+checked.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ class Caller:
 
     client_id: str | None
     scopes: tuple[str, ...]
-    unchecked: bool = False  # benchmarks only: allowed everything without checking
 
 
 def caller(client_id: str | None, own_scopes: Iterable[str], expand: Expand) -> Caller:
@@ -57,8 +57,6 @@ def template_names(template: object) -> set[str]:
 
 def require(who: Caller, template: scopes.Template, params: Mapping[str, object]) -> None:
     """Raise InsufficientScopes unless `who` satisfies `template` rendered with `params`."""
-    if who.unchecked:
-        return
     expression = scopes.render(template, params)
     if expression is None or scopes.satisfies_expression(who.scopes, expression):
         return

@@ -337,7 +337,6 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         event_profiles=parse_profiles(values["event_profiles"]),
         scheduler_id=scheduler_id(values["scheduler_id"]),
         event_retention=values["event_retention"],
-        bench_skip_auth=bench_skip_auth(values["host"], environ),
         processes=processes,
         max_in_flight=values["max_in_flight"],
         max_long_polls=values["max_long_polls"],
@@ -383,14 +382,3 @@ def scheduler_id(value: str) -> str:
     if not re.fullmatch(r"[a-zA-Z0-9_-]{1,38}", value):
         raise ConfigError("scheduler-id", value, "must be 1 to 38 letters, digits, `-` or `_`")
     return value
-
-
-def bench_skip_auth(host: str, environ: Mapping[str, str]) -> bool:
-    """TASKYARD_BENCH_SKIP_AUTH=1 turns authentication off, for measuring its cost; loopback only."""
-    if environ.get("TASKYARD_BENCH_SKIP_AUTH", "") in ("", "0"):
-        return False
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        raise ConfigError(
-            "TASKYARD_BENCH_SKIP_AUTH", "1", "only a server listening on loopback may skip auth"
-        )
-    return True

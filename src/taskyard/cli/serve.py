@@ -47,6 +47,7 @@ from taskyard.queue.signals import Followers
 from taskyard.scheduler import reactions
 from taskyard.scheduler.service import Scheduler
 from taskyard.storage import open_storage
+from taskyard.ui.app import Pages
 
 log = logging.getLogger(__name__)
 
@@ -101,10 +102,6 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         await queue.start()
         if backfilled := await poll.backfill_messages(queue):
             log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
-        if config.bench_skip_auth:
-            log.warning(
-                "TASKYARD_BENCH_SKIP_AUTH is set: every request is allowed everything (benchmarks only)"
-            )
         scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         services = Services(
@@ -112,7 +109,6 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             auth,
             scheduler,
             max_body_bytes=config.queue.max_body_bytes,
-            skip_auth=config.bench_skip_auth,
             root_url=config.root_url,
             blob_origin=config.blob_origin or None,
             events=feed,
@@ -126,7 +122,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
         )
-        app = build_app(services)
+        app = build_app(services, site=Pages(services))  # the web UI, built on its first request
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
             asyncio.create_task(

@@ -48,11 +48,25 @@ class Pages(BaseRoute):
     """Every route of the UI as one route of the app, built on first use (see the module's
     docstring). It matches as the UI's routes would in its place: the first that matches fully,
     else the first with the path but another method (405); the request is then handled by that
-    route, which `scope["route"]` names (as the router would have put it there)."""
+    route, which `scope["route"]` names (as the router would have put it there).
+
+    It is the app's `Site` (`api.app.build_app(services, site)`): the server's composition root
+    mounts it, and the API never imports the UI."""
 
     def __init__(self, services: Services) -> None:
         self._services = services
         self._built: tuple[UI, list[BaseRoute]] | None = None
+
+    @property
+    def route(self) -> BaseRoute:
+        """The one route the app holds for the UI: this."""
+        return self
+
+    async def not_found(self, request: Request) -> Response | None:
+        """The HTML 404 page for a browser asking for a page that does not exist; None otherwise."""
+        if not wants_page(request):
+            return None
+        return await self.ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")
 
     @property
     def built(self) -> bool:
@@ -100,7 +114,3 @@ def wants_page(request: Request) -> bool:
     """A browser asking for a page outside the APIs (answered in HTML, not JSON)."""
     path = request.url.path
     return not path.startswith(API_PREFIX) and "text/html" in request.headers.get("accept", "")
-
-
-async def not_found(pages: Pages, request: Request) -> Response:
-    return await pages.ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")

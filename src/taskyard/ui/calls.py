@@ -1,21 +1,19 @@
 """An action of the UI is a call of the API's own route, made as the signed-in client.
 
-`invoke` finds the route by name in the API's route tables and runs its handler with a `Call` whose
-caller is the session's client with its scopes, in the order `api/app.py`'s `endpoint()` checks
-a request: path parameters, body schema, the scope check before the handler (or the service's, on
-the record it loads), and a refusal to answer if the scopes were never checked. So the UI asks for
-exactly the scopes the API asks for, and says no with the API's own messages.
+`invoke` runs the route, found by name in the API's route tables, through the API's call pipeline
+(`api.calls`) with the session's client as the caller: the path parameters, the body schema, the
+scope check before the handler (or the service's, on the record it loads), and a refusal to answer
+if the scopes were never checked, exactly as for an HTTP request. So the UI asks for exactly the
+scopes the API asks for, and says no with the API's own messages.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 
-from taskyard.api.routing import Call, Route, check_params
-from taskyard.model import schema
+from taskyard.api import calls
+from taskyard.api.routing import Answer
 from taskyard.model.types import JSONValue
 from taskyard.ui import forms, sessions
 
@@ -24,43 +22,12 @@ if TYPE_CHECKING:
     from taskyard.ui.render import UI
 
 
-class UncheckedScopes(Exception):
-    """A route's handler answered without checking its scopes: a bug, never an answer."""
-
-
-def api_route(name: str) -> Route:
-    """The queue's route called `name` (createTask, cancelTask, ...)."""
-    from taskyard.api.app import service_tables  # api/app.py builds the UI's routes: import late
-
-    (found,) = [r for r in service_tables()["queue"] if r.name == name]
-    return found
-
-
 async def invoke(
     ui: UI, session: sessions.Session, name: str, params: dict[str, str], body: JSONValue = None
-) -> Any:
+) -> Answer:
     """The API route `name` called with `params` and `body` as the session's client; raises the
     API's errors (403 InsufficientScopes naming the missing scopes, 404, 409, 400 naming the field)."""
-    route = api_route(name)
-    check_params(params)
-    if route.edge_input is not None:
-        schema.validate(route.edge_input, body, where="body")
-    call = Call(
-        route.name,
-        params,
-        {},
-        body,
-        session.caller,
-        ui.services,
-        route.scopes,
-        scope_body=route.scope_body,
-    )
-    if route.scopes is not None and not route.loads:
-        call.authorize()
-    result = await route.handler(call)
-    if route.scopes is not None and not call.authorized:
-        raise UncheckedScopes(f"{route.name} answered without checking its scopes")
-    return result
+    return await calls.call(ui.services, session.caller, calls.route(name), params, body)
 
 
 async def not_signed_in(ui: UI, request: Request, back: str) -> Response:

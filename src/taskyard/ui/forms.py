@@ -12,6 +12,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from starlette.requests import Request
 
+from taskyard.api.app import read_body
 from taskyard.model.errors import InputError, MalformedPayload
 
 FORM_TYPE = "application/x-www-form-urlencoded"
@@ -22,8 +23,6 @@ DONE = "done"  # the query flag a redirect after an action carries: which notice
 
 async def read(request: Request, limit: int) -> dict[str, str]:
     """The posted form's fields (the first value of each); empty unless the body is a URL-encoded form."""
-    from taskyard.api.app import read_body  # the API's own bounded read (late: api.app builds the UI)
-
     try:
         raw = await read_body(request, limit)
     except MalformedPayload:  # the client hung up before the whole form: nobody reads an answer

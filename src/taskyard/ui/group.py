@@ -15,20 +15,24 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from taskyard.api import pages as reads
 from taskyard.queue import groups
 from taskyard.ui import access, graph_layout, group_rows, group_svg, live
 from taskyard.ui.render import view
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from taskyard.api.calls import Operation
+    from taskyard.queue.groups import TaskGroup
+    from taskyard.storage.port import Row
     from taskyard.ui.render import UI
 
 
 async def group_page(ui: UI, request: Request) -> Response:
-    task_group_id = await readable(ui, request)
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
     keep = group_rows.Filter.parse(request.query_params)
     follow = live.group_url(ui, task_group_id)  # before reading: the stream replays what follows
-    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
+    group, rows = await read_group(ui, request, task_group_id, reads.GROUP_TABLE)
     kept = group_rows.matching(rows, keep)
     first = (keep.page - 1) * group_rows.PAGE_ROWS
     shown = kept[first : first + group_rows.PAGE_ROWS]
@@ -50,12 +54,13 @@ async def group_page(ui: UI, request: Request) -> Response:
     )
 
 
-async def readable(ui: UI, request: Request) -> str:
-    """The page's taskGroupId (400 if it is not one), if the viewer may list the group as the API's
-    listTaskGroup would; else the refusal."""
-    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
-    await access.require(ui, request, "listTaskGroup", {"taskGroupId": task_group_id})
-    return task_group_id
+async def read_group(
+    ui: UI, request: Request, task_group_id: str, step: Operation[reads.GroupRows]
+) -> tuple[TaskGroup, list[Row]]:
+    """The group and its tasks' rows (`reads.GROUP_TABLE`'s or `GROUP_GRAPH`'s), if the viewer may
+    list the group as the API's listTaskGroup would; else the refusal. 404 for an unknown group."""
+    found = await access.read(ui, request, step, {"taskGroupId": task_group_id})
+    return found.group, found.rows
 
 
 def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str, str]:
@@ -71,15 +76,15 @@ def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str,
 
 async def rows_json(ui: UI, request: Request) -> Response:
     """Every task of the group as the page's script filters them: `{taskGroupId, rows}`."""
-    task_group_id = await readable(ui, request)
-    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_tasks")
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
+    group, rows = await read_group(ui, request, task_group_id, reads.GROUP_TABLE)
     body = {"taskGroupId": group["taskGroupId"], "rows": group_rows.json_rows(rows, ui.now())}
     return Response(orjson.dumps(body), 200, {"cache-control": "no-store"}, "application/json")
 
 
 async def graph_page(ui: UI, request: Request) -> Response:
-    task_group_id = await readable(ui, request)
-    group, rows = await group_rows.read_group(ui.services.queue, task_group_id, "ui_group_graph")
+    task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
+    group, rows = await read_group(ui, request, task_group_id, reads.GROUP_GRAPH)
     drawing, picture = group_svg.graph_svg(rows, task_group_id, graph_layout.THRESHOLD)
     return await ui.page(
         request,

@@ -1,7 +1,8 @@
 """The group page's data: a group's tasks read in two queries, filtered, and its table's rows.
 
 A group may hold 10,000 tasks and more, so the page reads only what its table shows (the
-`ui_group_tasks` query: the name and the last run's fields come out of the JSON in the database),
+`api.pages.GROUP_TABLE` operation: the name and the last run's fields come out of the JSON in the
+database),
 and renders the rows with string formatting rather than a template loop, escaping every value
 from the database exactly as `markupsafe.escape` does (`fast_escape`).
 """
@@ -16,10 +17,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound
-from taskyard.queue import groups
-from taskyard.queue.groups import TaskGroup
-from taskyard.queue.service import Queue
+from taskyard.model.errors import InvalidRequestArguments
 from taskyard.storage.port import Row
 from taskyard.ui import formats
 from taskyard.ui.graph_layout import STATES
@@ -69,18 +67,6 @@ def _page(text: str) -> int:
     if not (text.isascii() and text.isdigit() and 1 <= int(text[:7]) <= MAX_PAGE):
         raise InvalidRequestArguments(f"query parameter page {text[:20]!r} is not a page: 1 to {MAX_PAGE}")
     return int(text)
-
-
-async def read_group(q: Queue, task_group_id: str, query: str) -> tuple[TaskGroup, list[Row]]:
-    """The group and its tasks' rows by `query` (`ui_group_tasks` or `ui_group_graph`):
-    400 for a bad id, 404 for a group that does not exist. Two queries, whatever the group's size."""
-    groups.check_group_id(task_group_id)
-    async with q.storage.reader() as session:
-        row = await session.fetchrow("get_group", task_group_id)
-        if row is None:
-            raise ResourceNotFound(f"task group {task_group_id} does not exist")
-        rows = await session.fetch(query, task_group_id)
-    return groups.group_body(row), rows
 
 
 def counts(rows: Sequence[Row]) -> dict[str, int]:

@@ -1,12 +1,13 @@
 """Live updates for the UI's pages: a task group's or a task's changes as server-sent events.
 
-`GET /ui/live/groups/{taskGroupId}` and `GET /ui/live/tasks/{taskId}` need no credentials (reading
-needs none in the UI). They follow the app's event feed (`services.events`, the same as the
-events API's stream) with bindings on the queue's task exchanges, and send each event as one SSE
-message whose data is a JSON object with a `type`: `task` (a task changed: its state, runs, last
-run's duration and worker, and its whole status), `counts` (the group's tasks by state, read from
-the database: when the stream opens, then at most once a second while tasks change), `artifact`
-(the task stream only: an artifact was created) and `stale` (updates were missed: reload).
+`GET /ui/live/groups/{taskGroupId}` and `GET /ui/live/tasks/{taskId}` need the scopes of the page
+they update (read through the API's call pipeline as the viewer, `ui/access.py`). They follow the
+app's event feed (`services.events`, the same as the events API's stream) with bindings on the
+queue's task exchanges, and send each event as one SSE message whose data is a JSON object with a
+`type`: `task` (a task changed: its state, runs, last run's duration and worker, and its whole
+status), `counts` (the group's tasks by state, read from the database: when the stream opens, then
+at most once a second while tasks change), `artifact` (the task stream only: an artifact was
+created) and `stale` (updates were missed: reload).
 docs/ui.md, "Live updates", has the format.
 
 `?after=<position>` (the group page puts the feed's position from before it read the database,
@@ -28,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from taskyard.api import authz, calls, pages
 from taskyard.api.routing import Stream
 from taskyard.api.streams import StreamAnswer
 from taskyard.events.feed import Binding, Dropped, EventFeed, Follower, Item, Missed, Position
@@ -168,10 +170,11 @@ class Extras:
 
 class GroupCounts(Extras):
     """A group's `counts` messages: one when the stream opens, then at most one a second while
-    its tasks change (read from the database: always the truth, whatever the page shows)."""
+    its tasks change (read from the database as `who`, the viewer: always the truth, whatever the
+    page shows)."""
 
-    def __init__(self, ui: UI, task_group_id: str) -> None:
-        self.ui, self.task_group_id = ui, task_group_id
+    def __init__(self, ui: UI, who: authz.Caller, task_group_id: str) -> None:
+        self.ui, self.who, self.task_group_id = ui, who, task_group_id
         self.dirty, self.sent = True, -COUNTS_SECONDS
 
     def changed(self) -> None:
@@ -186,12 +189,11 @@ class GroupCounts(Extras):
         if not self.dirty or time.monotonic() < self.sent + COUNTS_SECONDS:
             return []
         try:
-            async with self.ui.services.queue.storage.reader() as session:
-                rows = await session.fetch("ui_group_counts", self.task_group_id)
+            params = {"taskGroupId": self.task_group_id}
+            found = await calls.call(self.ui.services, self.who, pages.GROUP_COUNTS, params)
         except TaskyardError:  # the database is away a moment: the next change tries again
             return []
         self.dirty, self.sent = False, time.monotonic()
-        found = {str(r["state"]): int(r["n"]) for r in rows}
         counts = {state: found.pop(state, 0) for state in STATES} | found
         data = {"type": "counts", "taskGroupId": self.task_group_id, "counts": counts}
         return [message({**data, "total": sum(counts.values())})]
@@ -235,20 +237,19 @@ def _answer(ui: UI, feed: EventFeed, request: Request, found: list[Binding], ext
 
 async def group_stream(ui: UI, request: Request) -> Response:
     task_group_id = groups.check_group_id(request.path_params["taskGroupId"])
-    await access.require(ui, request, "listTaskGroup", {"taskGroupId": task_group_id})
+    params = {"taskGroupId": task_group_id}
+    await access.read(ui, request, calls.route("getTaskGroup"), params)  # the refusal, or 404 unknown
     feed = _feed(ui)
-    await groups.get_task_group(ui.services.queue, task_group_id)  # 400 for a bad id, 404 unknown
     start_from(request)  # a bad `after` is refused before the stream starts
     found = bindings(feed, ("*",) * 7 + (task_group_id,))
-    return _answer(ui, feed, request, found, GroupCounts(ui, task_group_id))
+    counts = GroupCounts(ui, await access.viewer(ui, request), task_group_id)
+    return _answer(ui, feed, request, found, counts)
 
 
 async def task_stream(ui: UI, request: Request) -> Response:
     task_id = tasks.check_task_id(request.path_params["taskId"])
-    await access.require(ui, request, "task", {"taskId": task_id})
-    await access.require(ui, request, "status", {"taskId": task_id})
+    await access.read(ui, request, pages.TASK_STATUS, {"taskId": task_id})  # the refusal, or 404 unknown
     feed = _feed(ui)
-    await tasks.status(ui.services.queue, task_id)  # 400 for a bad id, 404 unknown
     start_from(request)
     return _answer(ui, feed, request, bindings(feed, (task_id,), artifacts=True), Extras())
 

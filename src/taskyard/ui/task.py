@@ -3,7 +3,9 @@
 Everything a task holds was written by whoever created it, so the page only ever shows it through
 the templates' escaping (and the log through `ui/ansi.py`). The page needs the scopes the API's
 `task` and `status` need (its dependents are listed only with `listDependentTasks`'), and shows the
-log and artifacts as an anonymous reader may fetch them. `/tasks/{taskId}/status` answers the
+log as getArtifact would give it to the viewer. Every read goes through the API's call pipeline as
+the viewer (`ui/access.py`): the `task`, `status` and `listDependentTasks` routes, and the guarded
+operations of `api/pages.py` for what no route answers. `/tasks/{taskId}/status` answers the
 task's status as JSON (the status the page shows, to the same viewers), which `static/task.js`
 polls to update the page while the task is unresolved.
 """
@@ -12,30 +14,26 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
-import orjson
 import yaml
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from taskyard.api.artifacts_v1 import GET_SCOPES
-from taskyard.api.authz import ANONYMOUS, require
-from taskyard.model import dates, digits, paging, scopes
+from taskyard.api import calls, pages
+from taskyard.model import dates, digits
 from taskyard.model.errors import InvalidRequestArguments, ResourceNotFound
-from taskyard.model.guard import Guard
-from taskyard.model.runs import TaskRecord
-from taskyard.model.status import RunStatus
-from taskyard.queue import inspect, service, tasks
+from taskyard.model.status import RunStatus, StatusAnswer
+from taskyard.model.task_definition import TaskDefinition
+from taskyard.queue import inspect
 from taskyard.queue.tasks import check_task_id
 from taskyard.ui import access, task_log
 from taskyard.ui.render import SECURITY_HEADERS, UI, view
 
 UNRESOLVED = ("unscheduled", "pending", "running")
-SHOWN_RELATIONS = 100  # dependencies and dependents listed with their state
-SHOWN_ARTIFACTS = 500  # artifacts listed, over all runs, the latest run's first
+SHOWN_RELATIONS = pages.SHOWN_RELATIONS  # dependencies and dependents listed with their state
 RUN_DIGITS = 3  # a task has at most a few dozen runs
 TIMELINE_WIDTH = 1000
 
@@ -53,18 +51,7 @@ class TaskIdConvertor(Convertor[str]):
 
 
 register_url_convertor("taskid", TaskIdConvertor())
-
-
-async def _reader(ui: UI, request: Request) -> tuple[tuple[str, ...], Guard]:
-    """What an anonymous reader holds (which artifacts are public), and a guard checking getArtifact's
-    scopes for the log as the viewer: the signed-in client's scopes, else an anonymous reader's."""
-    anonymous = tuple(await ui.services.expand([ANONYMOUS]))
-    who = await access.viewer(ui, request)  # the caller every page reads as
-
-    def guard(**values: object) -> None:
-        require(who, GET_SCOPES, values)
-
-    return anonymous, guard
+DEPENDENTS = calls.route("listDependentTasks")
 
 
 def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
@@ -118,60 +105,33 @@ def timeline(runs: list[dict[str, Any]], width: int = TIMELINE_WIDTH) -> list[di
     return bars
 
 
-async def _artifacts(
-    ui: UI, task_id: str, held: tuple[str, ...]
-) -> tuple[dict[int, list[dict[str, Any]]], bool]:
-    """The task's artifacts by run (at most SHOWN_ARTIFACTS), and whether there are more."""
-    async with ui.services.queue.storage.reader() as session:
-        rows = await session.fetch("ui_task_artifacts", task_id, SHOWN_ARTIFACTS + 1)
+async def _artifacts(ui: UI, request: Request, task_id: str) -> tuple[dict[int, list[dict[str, Any]]], bool]:
+    """The task's artifacts by run (at most pages.SHOWN_ARTIFACTS), and whether there are more."""
+    listed = await access.read(ui, request, pages.TASK_ARTIFACTS, {"taskId": task_id})
     by_run: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows[:SHOWN_ARTIFACTS]:
-        if not row["present"]:
-            continue  # an upload not done yet: the API does not answer it either
-        name, run_id, storage_type = row["name"], row["run_id"], row["storage_type"]
-        by_run[run_id].append(
-            {
-                "name": name,
-                "storageType": storage_type,
-                "contentType": row["content_type"],
-                "expires": row["expires"],
-                "url": task_log.artifact_url(task_id, run_id, name),
-                "public": scopes.satisfies(held, f"queue:get-artifact:{name}"),
-                "details": orjson.loads(row["details"]) if storage_type == "error" else {},
-            }
-        )
-    return dict(by_run), len(rows) > SHOWN_ARTIFACTS
-
-
-def _related(records: list[TaskRecord]) -> list[dict[str, Any]]:
-    return [
-        {"taskId": r.task_id, "name": r.definition["metadata"]["name"], "state": r.status()["state"]}
-        for r in records
-    ]
-
-
-async def _dependencies(ui: UI, rec: TaskRecord) -> list[dict[str, Any]]:
-    """The first SHOWN_RELATIONS dependencies with their states; one that is gone says so."""
-    ids = list(rec.definition.get("dependencies", []))[:SHOWN_RELATIONS]
-    found = {r["taskId"]: r for r in _related(await tasks.records(ui.services.queue, ids))}
-    return [found.get(i, {"taskId": i, "name": "", "state": "gone"}) for i in ids]
+    for entry in listed["artifacts"]:
+        url = task_log.artifact_url(task_id, entry["runId"], entry["name"])
+        by_run[entry["runId"]].append({**entry, "url": url})
+    return dict(by_run), listed["more"]
 
 
 async def _dependents(ui: UI, request: Request, task_id: str) -> tuple[list[dict[str, Any]], bool] | None:
-    """The first dependents with their states, and whether there are more; None: the viewer may not
-    list them."""
-    if not await access.allowed(ui, request, "listDependentTasks", {"taskId": task_id}):
+    """The first dependents with their states, and whether there are more (listDependentTasks'
+    answer); None: the viewer may not list them."""
+    query = {"limit": str(SHOWN_RELATIONS)}
+    answer = await access.attempt(ui, request, DEPENDENTS, {"taskId": task_id}, query)
+    if answer is None:
         return None
-    answer = await inspect.list_dependents(ui.services.queue, task_id, paging.Query(limit=SHOWN_RELATIONS))
+    listed = cast(inspect.Dependents, answer)
     found = [
         {
             "taskId": t["status"]["taskId"],
             "name": t["task"]["metadata"]["name"],
             "state": t["status"]["state"],
         }
-        for t in answer["tasks"]
+        for t in listed["tasks"]
     ]
-    return found, "continuationToken" in answer
+    return found, "continuationToken" in listed
 
 
 def _source_link(source: object) -> str | None:
@@ -194,18 +154,16 @@ def definition_texts(definition: Any) -> tuple[str, str]:
 
 
 async def task_page(ui: UI, request: Request) -> Response:
-    q = ui.services.queue
     task_id = check_task_id(request.path_params["taskId"])
-    await readable(ui, request, task_id)
-    rec = await service.load(q, task_id)
-    status, definition = rec.status(), service.definition_of(rec)
+    params = {"taskId": task_id}
+    definition = cast(TaskDefinition, await access.read(ui, request, calls.route("task"), params))
+    status = cast(StatusAnswer, await access.read(ui, request, calls.route("status"), params))["status"]
     run_id = _chosen_run(request, status["runs"])
-    held, guard = await _reader(ui, request)
     log = None
     if run_id is not None:
         run_state = status["runs"][run_id]["state"]
-        log = await task_log.read(q, task_id, run_id, run_state, task_log.log_name(definition), guard)
-    by_run, more_artifacts = await _artifacts(ui, task_id, held)
+        log = await task_log.read(ui, request, task_id, run_id, run_state, task_log.log_name(definition))
+    by_run, more_artifacts = await _artifacts(ui, request, task_id)
     listed = await _dependents(ui, request, task_id)
     dependents, more_dependents = listed if listed is not None else ([], False)
     as_yaml, as_json = definition_texts(definition)
@@ -224,11 +182,11 @@ async def task_page(ui: UI, request: Request) -> Response:
         log=log,
         artifacts=by_run,
         more_artifacts=more_artifacts,
-        dependencies=await _dependencies(ui, rec),
+        dependencies=await access.read(ui, request, pages.TASK_DEPENDENCIES, params),
         dependency_count=len(definition.get("dependencies", [])),
         dependents=dependents,
         dependents_shown=listed is not None,
-        dependents_need=access.needs("listDependentTasks", {"taskId": task_id}),
+        dependents_need=access.needs(DEPENDENTS, params),
         more_dependents=more_dependents,
         source_link=_source_link(definition["metadata"]["source"]),
         definition_yaml=as_yaml,
@@ -236,12 +194,6 @@ async def task_page(ui: UI, request: Request) -> Response:
         signature=signature(status["state"], [r["state"] for r in status["runs"]]),
         shown=SHOWN_RELATIONS,
     )
-
-
-async def readable(ui: UI, request: Request, task_id: str) -> None:
-    """Refuse a viewer who could not read the task's definition and status through the API."""
-    await access.require(ui, request, "task", {"taskId": task_id})
-    await access.require(ui, request, "status", {"taskId": task_id})
 
 
 def signature(state: str, run_states: list[str]) -> str:
@@ -252,9 +204,8 @@ def signature(state: str, run_states: list[str]) -> str:
 async def task_status(ui: UI, request: Request) -> Response:
     """The task's status as JSON, for the page's script (to whoever may read the page)."""
     task_id = check_task_id(request.path_params["taskId"])
-    await readable(ui, request, task_id)
-    rec = await service.load(ui.services.queue, task_id)
-    return JSONResponse({"status": rec.status()}, headers=SECURITY_HEADERS)
+    answer = await access.read(ui, request, pages.TASK_STATUS, {"taskId": task_id})
+    return JSONResponse({"status": answer["status"]}, headers=SECURITY_HEADERS)
 
 
 def routes(ui: UI) -> list[BaseRoute]:

@@ -5,99 +5,45 @@ Workers are the queue's worker records (`queue/workers.py`): a worker is recorde
 quarantine. A queue's page adds its pending and claimed counts, what each worker runs now (the
 queue's running tasks, by the worker their run names) and its first pending tasks.
 
-Each page needs the scopes of the API's reads of the same things: `/workers` those of
-`listTaskQueues` (a queue's workers are listed with `listWorkers`' for it), a queue's page those of
-`getTaskQueue`, `taskQueueCounts` and `listWorkers` (its pending tasks are listed with
-`listPendingTasks`', what its workers run with `listClaimedTasks`').
+Each page reads through the API's call pipeline as the viewer (`ui/access.py`), so it needs the
+scopes of the API's reads of the same things: `/workers` is `api.pages.WORKERS`, with
+`listTaskQueues`' scopes (a queue's workers are listed with `listWorkers`' for it); a queue's page
+calls `getTaskQueue` and `taskQueueCounts`, and reads its workers with `api.pages.QUEUE_WORKERS`
+(`listWorkers`' scopes); its pending tasks are `listPendingTasks`' answer, what its workers run
+`listClaimedTasks`'.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from typing import cast
 
-import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from taskyard.api import calls, pages
 from taskyard.model import paging
 from taskyard.model.errors import ResourceNotFound
 from taskyard.queue import inspect
 from taskyard.queue import workers as queue_workers
-from taskyard.storage.port import Row
-from taskyard.ui import access, dashboard
+from taskyard.ui import access
 from taskyard.ui.render import UI, view
 
-MAX_WORKERS = 1_000  # workers listed on a page
+MAX_WORKERS = pages.MAX_WORKERS  # workers listed on a page
 PENDING_SHOWN = 20
 RUNNING_LOOKED_AT = paging.MAX_LIMIT  # a queue's running tasks read to say what each worker runs
 
 
-@dataclass
-class WorkerLine:
-    """One worker as the pages show it."""
-
-    task_queue_id: str
-    worker_group: str
-    worker_id: str
-    first_claim: int
-    last_active: int | None
-    quarantine_until: int | None  # set while quarantined
-    latest_task: dict[str, object] | None
-    running: list[tuple[str, int]] = field(default_factory=list)  # taskId, runId
-
-    @property
-    def provisioner_id(self) -> str:
-        return self.task_queue_id.partition("/")[0]
-
-    @property
-    def worker_type(self) -> str:
-        return self.task_queue_id.partition("/")[2]
-
-    @property
-    def quarantined(self) -> bool:
-        return self.quarantine_until is not None
-
-    @property
-    def anchor(self) -> str:
-        return f"worker-{self.worker_group}-{self.worker_id}"
-
-
-def worker_line(row: Row, now: int) -> WorkerLine:
-    recent = orjson.loads(row["recent_tasks"])
-    until = row["quarantine_until"]
-    return WorkerLine(
-        task_queue_id=row["task_queue_id"],
-        worker_group=row["worker_group"],
-        worker_id=row["worker_id"],
-        first_claim=int(row["first_claim"]),
-        last_active=None if row["last_date_active"] is None else int(row["last_date_active"]),
-        quarantine_until=int(until) if until is not None and until > now else None,
-        latest_task=recent[-1] if recent else None,
-    )
-
-
 async def workers_page(ui: UI, request: Request) -> Response:
     """Every task queue (as the dashboard lists them) with its workers."""
-    await access.require(ui, request, "listTaskQueues", {})
-    who = await access.viewer(ui, request)
-    now = ui.now()
-    async with ui.services.queue.storage.reader() as session:
-        lines = await dashboard.queue_lines(ui, session, now)
-        rows = await session.fetch("ui_workers_all", now, MAX_WORKERS + 1)
-    by_queue: dict[str, list[WorkerLine]] = defaultdict(list)
-    for row in rows[:MAX_WORKERS]:
-        by_queue[row["task_queue_id"]].append(worker_line(row, now))
-        lines.setdefault(row["task_queue_id"], dashboard.QueueLine(row["task_queue_id"]))
-    queues = [dashboard.readable(lines[k], who) for k in sorted(lines)]
-    hidden = {q.task_queue_id for q in queues if q.workers_need}
+    found = await access.read(ui, request, pages.WORKERS, {})
     return await ui.page(
         request,
         "workers.html",
-        queues=queues,
-        workers={k: v for k, v in by_queue.items() if k not in hidden},
-        capped=len(rows) > MAX_WORKERS,
+        queues=found.queues,
+        workers=found.workers,
+        capped=found.capped,
         max_workers=MAX_WORKERS,
     )
 
@@ -105,29 +51,24 @@ async def workers_page(ui: UI, request: Request) -> Response:
 async def queue_page(ui: UI, request: Request) -> Response:
     """One task queue: counts, workers with what they run, its first pending tasks."""
     task_queue_id = queue_workers.check_task_queue_id(request.path_params["taskQueueId"])
-    q, now = ui.services.queue, ui.now()
-    params = dashboard.queue_params(task_queue_id)
-    for name in ("getTaskQueue", "taskQueueCounts", "listWorkers"):
-        await access.require(ui, request, name, params)
-    counts = await inspect.counts(q, task_queue_id)
+    params = pages.queue_params(task_queue_id)
     try:
-        known = await queue_workers.get_task_queue(q, task_queue_id)
+        known = await access.read(ui, request, calls.route("getTaskQueue"), params)
     except ResourceNotFound:
         known = None
-    pending_shown = await access.allowed(ui, request, "listPendingTasks", params)
-    pending = (
-        await inspect.list_pending(q, task_queue_id, paging.Query(PENDING_SHOWN)) if pending_shown else None
+    counts = cast(inspect.Counts, await access.read(ui, request, calls.route("taskQueueCounts"), params))
+    listed = await access.read(ui, request, pages.QUEUE_WORKERS, params)
+    pending_list = calls.route("listPendingTasks")
+    answer = await access.attempt(ui, request, pending_list, params, {"limit": str(PENDING_SHOWN)})
+    pending = cast(inspect.PendingList, answer) if answer is not None else None
+    answer = await access.attempt(
+        ui, request, calls.route("listClaimedTasks"), params, {"limit": str(RUNNING_LOOKED_AT)}
     )
-    claimed = []
-    if await access.allowed(ui, request, "listClaimedTasks", params):
-        claimed = (await inspect.list_claimed(q, task_queue_id, paging.Query(RUNNING_LOOKED_AT)))["tasks"]
-    async with q.storage.reader() as session:
-        rows = await session.fetch("list_workers", task_queue_id, now, "", "", MAX_WORKERS + 1)
-    lines = [worker_line(row, now) for row in rows[:MAX_WORKERS]]
+    claimed = cast(inspect.ClaimedList, answer)["tasks"] if answer is not None else []
     running: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for task in claimed:
         running[(task["workerGroup"], task["workerId"])].append((task["taskId"], task["runId"]))
-    for line in lines:
+    for line in listed.workers:
         line.running = running.get((line.worker_group, line.worker_id), [])
     return await ui.page(
         request,
@@ -136,11 +77,11 @@ async def queue_page(ui: UI, request: Request) -> Response:
         known=known,
         counts=counts,
         pending_shown=pending is not None,
-        pending_need=access.needs("listPendingTasks", params),
+        pending_need=access.needs(pending_list, params),
         pending=pending["tasks"] if pending is not None else [],
         more_pending=pending is not None and counts["pendingTasks"] > len(pending["tasks"]),
-        workers=lines,
-        capped=len(rows) > MAX_WORKERS,
+        workers=listed.workers,
+        capped=listed.capped,
         max_workers=MAX_WORKERS,
     )
 
