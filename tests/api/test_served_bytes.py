@@ -4,12 +4,13 @@ types are attachments), and a deployment's blob origin, which serves them and no
 from __future__ import annotations
 
 import argparse
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from taskyard.api.app import Services
+from taskyard.api.app import Services, build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.auth.service import Auth
 from taskyard.cli import options
@@ -18,6 +19,7 @@ from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.ui.app import Pages
 from tests.api.conftest import BASE, Api, assert_error
 from tests.api.test_artifacts import create, put, running_task
 from tests.api.test_livelog_api import NAME as LOG_NAME
@@ -54,6 +56,14 @@ def services(queue: Queue, auth: Auth, origin: str) -> Services:
         root_url=BASE,
         blob_origin=None if origin == BASE else origin,
     )
+
+
+@pytest.fixture
+async def api(services: Services, clock: FakeClock) -> AsyncIterator[Api]:
+    """The app as `taskyard serve` builds it, web UI included: the blob origin must refuse its pages."""
+    transport = httpx.ASGITransport(app=build_app(services, Pages(services)), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
+        yield Api(client, services, clock)
 
 
 async def uploaded(api: Api, content_type: str, data: bytes = PAGE) -> tuple[str, str]:
