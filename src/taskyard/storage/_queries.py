@@ -1,7 +1,9 @@
 """Named SQL queries, loaded once from `sql/*.sql` and `migrations/*.sql`.
 
-A query file holds blocks that each start with a line `-- name: <query_name>`. The shared file
-`queries.sql` is read first, then the dialect's own `queries.<dialect>.sql` overrides names.
+A query file holds blocks that each start with a line `-- name: <query_name>`. The shared files
+(`queries.sql`, and one per service such as `index.sql`, every `sql/<area>.sql`) are read first,
+then the dialect's own (`queries.<dialect>.sql`, `<area>.<dialect>.sql`) override names. A name
+may appear once among the shared files and once among a dialect's.
 Parameters are written `$1, $2 ...` in every dialect, or by name, `:task_id`, in a query that
 takes many: loading numbers them (`$1` for the first name to appear), and `parameter_names` says
 which name is which, so that a call passes them by keyword and can't misorder them.
@@ -32,13 +34,39 @@ def _parse(text: str) -> dict[str, str]:
     return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
+_DIALECTS = ("sqlite", "postgres")
+
+
 def _read(path: str) -> str:
     return resources.files("taskyard.storage").joinpath(path).read_text(encoding="utf-8")
 
 
+def _files(dialect: str | None) -> list[str]:
+    """The query files shared by every dialect (None), or `dialect`'s own, in a fixed order."""
+    found = []
+    for entry in resources.files("taskyard.storage").joinpath("sql").iterdir():
+        parts = entry.name.split(".")
+        if parts[-1] == "sql" and (parts[1] if len(parts) == 3 else None) == dialect and len(parts) <= 3:
+            found.append(entry.name)
+    return sorted(found, key=lambda name: (not name.startswith("queries."), name))
+
+
+def _blocks(dialect: str | None) -> dict[str, str]:
+    blocks: dict[str, str] = {}
+    for file in _files(dialect):
+        parsed = _parse(_read(f"sql/{file}"))
+        twice = blocks.keys() & parsed.keys()
+        if twice:
+            raise ValueError(f"sql/{file} names again what another file names: {sorted(twice)}")
+        blocks.update(parsed)
+    return blocks
+
+
 def _texts(dialect: str) -> dict[str, str]:
-    blocks = _parse(_read("sql/queries.sql"))
-    blocks.update(_parse(_read(f"sql/queries.{dialect}.sql")))
+    if dialect not in _DIALECTS:
+        raise ValueError(f"no dialect {dialect}")
+    blocks = _blocks(None)
+    blocks.update(_blocks(dialect))
     fragments = {name: sql for name, sql in blocks.items() if name.startswith("_")}
 
     def included(match: re.Match[str]) -> str:
