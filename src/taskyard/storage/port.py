@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
@@ -65,7 +66,7 @@ class SignedRequest:
 
     mac: str
     expires: int
-    task: asyncio.Task[Any] | None = field(repr=False)
+    task: weakref.ref[asyncio.Task[Any]] | None = field(repr=False)  # weak: the task holds this
     recorded: bool = False  # a transaction that inserted it has committed
 
     def mark_recorded(self) -> None:
@@ -81,15 +82,18 @@ REPLAYED_MESSAGE = (
 
 def remember_signed_request(mac: str | None, expires: int) -> None:
     """Record `mac` with the first transaction the current task sends (None: nothing to record)."""
-    SIGNED_REQUEST.set(None if mac is None else SignedRequest(mac, expires, asyncio.current_task()))
+    task = asyncio.current_task()
+    owner = None if task is None else weakref.ref(task)
+    SIGNED_REQUEST.set(None if mac is None else SignedRequest(mac, expires, owner))
 
 
 def signed_request_to_record() -> SignedRequest | None:
     """The current task's signed request if no transaction of it has recorded it yet."""
     signed = SIGNED_REQUEST.get()
-    if signed is None or signed.recorded or signed.task is not asyncio.current_task():
+    if signed is None or signed.recorded or signed.task is None:
         return None
-    return signed
+    owner = signed.task()
+    return signed if owner is not None and owner is asyncio.current_task() else None
 
 
 class ReplayedRequest(AuthenticationFailed):

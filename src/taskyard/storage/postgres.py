@@ -23,7 +23,9 @@ BEGIN waits the same way, for the first statement that must run inside the trans
 transaction whose every write was deferred is one message without BEGIN and COMMIT, which
 PostgreSQL runs as a transaction. `optimistic()` runs its reads before that: a report reads its
 task, then writes its update (checked against the version read), events and resolution in one
-round trip.
+round trip. A signed request's MAC (the port's Replays) is a deferred write put at the head of
+the first message the transaction sends, if it sends one: no round trip of its own, and a replay
+fails the message before any of the request's own writes runs.
 
 Notifications arrive on one connection of their own. A task keeps it up: it learns that the
 connection is gone from the driver or, should the driver not notice (a silent network), from a

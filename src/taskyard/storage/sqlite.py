@@ -241,6 +241,7 @@ def _roll_back(writer: sqlite3.Connection) -> None:
 
 class _Transaction:
     """`SQLiteStorage.transaction()`: the writer's turn, BEGIN IMMEDIATE ... COMMIT or ROLLBACK.
+    A signed request's first transaction records its MAC right after BEGIN (the port's Replays).
 
     Nothing between BEGIN and COMMIT awaits but the caller's block, so a cancelled caller is
     cancelled in its block (or while waiting for its turn) and never leaves a transaction open:
