@@ -84,6 +84,8 @@ _WORDS = {
     "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
+_SEEN_REQUESTS_KEY = "seen_requests_pkey"  # a signed request's MAC recorded twice: a replay
+_RECORD = "record_signed_request"  # the query that records it (storage/port.py, Replays)
 _MIGRATION_LOCK = 0x7A5C_0001
 _LEAD_LOCKS = 0x7A5D_0000  # and the 65,535 keys after it: one per job, see `lead`
 CONNECT_TIMEOUT = 10.0
@@ -102,8 +104,6 @@ _UNAVAILABLE_STATES = {
     "55P03",  # lock not available: a lock wait timed out
 }
 # Errors asyncpg raises itself that mean a mistake in the call, not an unavailable server.
-_SEEN_REQUESTS_KEY = "seen_requests_pkey"  # a signed request's MAC recorded twice: a replay
-_RECORD = "record_signed_request"
 _CALLER_MISTAKES = (
     ValueError,  # ClientConfigurationError, and bad arguments
     asyncpg.exceptions.UnsupportedClientFeatureError,
