@@ -10,7 +10,8 @@ import httpx
 import taskcluster
 
 from taskyard.api.routing import Route
-from taskyard.auth import static
+from taskyard.auth import hawk, static
+from taskyard.auth.nonces import SeenRequests
 from taskyard.model import slugid
 from tests.api.conftest import (
     BASE,
@@ -178,6 +179,25 @@ async def test_a_replayed_request_is_refused(api: Api) -> None:
     assert_401(again, "Replayed request", "sign each request anew")
     fresh = await api.call("GET", url.removeprefix(BASE + PREFIX))  # signed anew: a new nonce
     assert fresh.status_code == 404
+
+
+async def test_a_replayed_write_is_refused_by_a_process_that_never_saw_it(api: Api) -> None:
+    """As after a restart, or at another process: what refuses it is the database, not memory.
+    A replayed read changes nothing and is left to each process's memory."""
+    task_id, _ = await api.create_task()
+    assert (await api.call("POST", f"/task/{task_id}/cancel")).status_code == 200
+    url = f"{BASE}{PREFIX}/task/{task_id}/rerun"
+    rerun = hawk_header("POST", url, b"", ROOT)
+    status_url = f"{BASE}{PREFIX}/task/{task_id}/status"
+    status = hawk_header("GET", status_url, b"", ROOT)
+    assert (await api.client.post(url, headers={"authorization": rerun})).status_code == 200
+    assert (await api.client.get(status_url, headers={"authorization": status})).status_code == 200
+    assert (await api.call("POST", f"/task/{task_id}/cancel")).status_code == 200
+    api.services.auth.seen_requests = SeenRequests(hawk.TIMESTAMP_SKEW_MS)  # a process that never saw it
+    assert_401(await api.client.post(url, headers={"authorization": rerun}), "Replayed request")
+    assert (await api.client.get(status_url, headers={"authorization": status})).status_code == 200
+    runs = (await api.call("GET", f"/task/{task_id}/status")).json()["status"]["runs"]
+    assert [run["state"] for run in runs] == ["exception", "exception"]
 
 
 async def test_a_client_id_no_client_can_have_is_a_401_without_a_query(api: Api) -> None:

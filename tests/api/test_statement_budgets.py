@@ -32,27 +32,29 @@ QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
 WORKER = {"workerGroup": "wg", "workerId": "w1"}
 POLL_PROVISIONER, POLL_WORKER_TYPE = "budget-prov", "poll-wt"
 
-# call: (statements, round trips) on SQLite, and on PostgreSQL. bench/README.md explains each.
+# call: (statements, round trips) on SQLite, and on PostgreSQL. bench/README.md explains each. A
+# Hawk-signed call that writes records its MAC in its first transaction (storage/port.py, Replays):
+# one statement more, which on PostgreSQL rides in a message sent anyway.
 BUDGETS: dict[str, tuple[tuple[int, int], tuple[int, int]]] = {
-    "createTask": ((8, 7), (7, 1)),
-    "createTask, a dependency": ((7, 7), (7, 4)),
-    "createTask, again": ((5, 5), (5, 4)),
-    "claimWork": ((6, 6), (6, 3)),
-    "claimWork, two tasks": ((8, 8), (8, 3)),
-    "reclaimTask": ((4, 4), (2, 2)),
-    "reportCompleted": ((6, 6), (4, 2)),
-    "reportFailed": ((6, 6), (4, 2)),
-    "reportException": ((6, 6), (4, 2)),
+    "createTask": ((9, 8), (8, 1)),
+    "createTask, a dependency": ((8, 8), (8, 4)),
+    "createTask, again": ((6, 6), (6, 4)),
+    "claimWork": ((7, 7), (7, 3)),
+    "claimWork, two tasks": ((9, 9), (9, 3)),
+    "reclaimTask": ((5, 5), (3, 2)),
+    "reportCompleted": ((7, 7), (5, 2)),
+    "reportFailed": ((7, 7), (5, 2)),
+    "reportException": ((7, 7), (5, 2)),
     "status": ((1, 1), (1, 1)),
-    "createArtifact, s3": ((4, 4), (4, 4)),
-    "createArtifact, reference": ((5, 5), (5, 4)),
+    "createArtifact, s3": ((5, 5), (5, 4)),
+    "createArtifact, reference": ((6, 6), (6, 4)),
     "upload (PUT to putUrl)": ((5, 5), (5, 5)),
     "finishArtifact": ((1, 1), (1, 1)),
     "getArtifact": ((1, 1), (1, 1)),
     "getLatestArtifact": ((1, 1), (1, 1)),
     "Get Messages, empty queue": ((1, 1), (1, 1)),
     "Get Messages, one message": ((5, 5), (5, 5)),
-    "claimTask, quoting the message": ((9, 9), (9, 5)),
+    "claimTask, quoting the message": ((10, 10), (10, 5)),
     "Delete Message": ((1, 1), (1, 1)),
 }
 

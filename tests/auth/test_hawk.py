@@ -887,3 +887,12 @@ async def test_bewit_expiry_boundary() -> None:
     url = _signed_url("/api/queue/v1/task/x", exp=T0 + 10)
     assert (await accepted(request_for(url), (T0 + 10) * 1000 - 1)).client_id == "root"
     assert await refused(request_for(url), (T0 + 10) * 1000) == "Unauthorized: Access expired"
+
+
+async def test_a_header_carries_its_mac_for_the_replay_record_and_a_bewit_none() -> None:
+    """The caller records a header's MAC until a replay of it would be stale (storage/port.py,
+    Replays); a bewit is meant to be used again until it expires."""
+    req = signed("root", "root-secret", ts=T0 - 60)
+    mac = hawk.parse_authorization_header(req.authorization or "")["mac"]
+    assert (await accepted(req)).replay_key == (mac, (T0 - 60) * 1000 + hawk.TIMESTAMP_SKEW_MS)
+    assert (await accepted(request_for(_signed_url("/api/queue/v1/task")))).replay_key is None

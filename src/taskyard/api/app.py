@@ -83,8 +83,9 @@ class Services:
     )  # what one process takes at once (api/shedding.py)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
-        """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused."""
-        return await self.auth.authenticate(request)
+        """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused.
+        A signed request is recorded with its first transaction: a replay is refused (auth/nonces.py)."""
+        return await self.auth.authenticate(request, remember=True)
 
     async def expand(self, scopes: Iterable[str]) -> list[str]:
         """Role-expand `scopes` with the deployment's roles."""

@@ -93,6 +93,9 @@ class Authenticated:
     via_bewit: bool
     expires_ms: int | None = None  # the client's expiry, or the certificate's if earlier
     payload_hash: str | None = field(default=None, compare=False)  # the header's `hash`, if any
+    # A header's MAC, and until when (epoch ms) a replay of it could pass the timestamp check; None
+    # for a bewit, which is meant to be used again until it expires.
+    replay_key: tuple[str, int] | None = field(default=None, compare=False)
 
     @property
     def unexpanded_scopes(self) -> tuple[str, ...]:
@@ -249,8 +252,10 @@ async def authenticate(
     expansion seam (identity by default); `satisfies` decides scope satisfaction. Without
     `check_payload` the header's payload hash is left to the caller (`Authenticated.payload_hash`),
     as authenticateHawk does for the services that call it. With `seen`, a header accepted before
-    is refused as a replay (`auth/nonces.py`). With `verified`, credentials built from an `ext`
-    are kept there and reused while the client and roles stay the same (`VerifiedCredentials`).
+    by this process is refused as a replay (`auth/nonces.py`); the result's `replay_key` lets the
+    caller record it for good (`Auth.authenticate(remember=True)`). With `verified`, credentials
+    built from an `ext` are kept there and reused while the client and roles stay the same
+    (`VerifiedCredentials`).
     """
     ctx = _Context(lookup, now_ms, satisfies, expand, check_payload, seen, verified)
     has_bewit = _HAS_BEWIT_RE.match(req.resource) is not None
@@ -292,12 +297,13 @@ async def _authenticate_header(req: Request, header: str, ctx: _Context) -> Auth
     )
     if not _equal(_hmac_b64(creds.key, normalized), attrs["mac"]):
         raise _hawk_error(_UNAUTHORIZED, "Bad mac")
-    _check_timestamp(attrs["ts"], ctx.now_ms)
+    ts_ms = _check_timestamp(attrs["ts"], ctx.now_ms)
     if attrs.get("hash") and ctx.check_payload:
         _check_payload_hash(attrs["hash"], req)
     if ctx.seen is not None:
-        _check_not_replayed(ctx.seen, attrs["mac"], attrs["ts"], ctx.now_ms)
-    return _result(creds, via_bewit=False, payload_hash=attrs.get("hash") or None)
+        _check_not_replayed(ctx.seen, attrs["mac"], ts_ms, ctx.now_ms)
+    replay_key = (attrs["mac"], ts_ms + TIMESTAMP_SKEW_MS)
+    return _result(creds, via_bewit=False, payload_hash=attrs.get("hash") or None, replay_key=replay_key)
 
 
 def parse_authorization_header(header: str) -> dict[str, str]:
@@ -348,16 +354,18 @@ def _check_attributes(text: str) -> dict[str, str]:
     return attributes
 
 
-def _check_timestamp(ts: str, now_ms: int) -> None:
+def _check_timestamp(ts: str, now_ms: int) -> int:
+    """The timestamp in epoch ms, if within the skew allowed of `now_ms`; 401 if not."""
     # hawk coerces with Number(); a ts that is not a number is refused here rather than never stale.
     seconds = float(ts) if _DECIMAL_RE.fullmatch(ts.strip()) else None
     if seconds is None or abs(seconds * 1000 - now_ms) > TIMESTAMP_SKEW_MS:
         raise _hawk_error(_UNAUTHORIZED, "Stale timestamp")
+    return int(seconds * 1000)
 
 
-def _check_not_replayed(seen: SeenRequests, mac: str, ts: str, now_ms: int) -> None:
+def _check_not_replayed(seen: SeenRequests, mac: str, ts_ms: int, now_ms: int) -> None:
     try:
-        seen.admit(mac, int(float(ts) * 1000), now_ms)
+        seen.admit(mac, ts_ms, now_ms)
     except Replayed:
         raise _hawk_error(
             _UNAUTHORIZED, "Replayed request: this signed request was accepted before; sign each request anew"
@@ -682,7 +690,13 @@ def _with_anonymous(scopes: Sequence[str]) -> tuple[str, ...]:
     return tuple(scopes) if ANONYMOUS in scopes else (*scopes, ANONYMOUS)
 
 
-def _result(creds: _Credentials, *, via_bewit: bool, payload_hash: str | None = None) -> Authenticated:
+def _result(
+    creds: _Credentials,
+    *,
+    via_bewit: bool,
+    payload_hash: str | None = None,
+    replay_key: tuple[str, int] | None = None,
+) -> Authenticated:
     return Authenticated(
         client_id=creds.client_id,
         scopes=creds.scopes,
@@ -690,6 +704,7 @@ def _result(creds: _Credentials, *, via_bewit: bool, payload_hash: str | None = 
         via_bewit=via_bewit,
         expires_ms=creds.expires_ms,
         payload_hash=payload_hash,
+        replay_key=replay_key,
     )
 
 

@@ -1,4 +1,4 @@
-"""Replayed Hawk requests: each signed request is accepted once per process.
+"""Replayed Hawk requests: each signed request is accepted once.
 
 Hawk lets a client's clock be off by up to 15 minutes, so a signed request stays acceptable
 for that long after it was made; TaskCluster accepts the same request again within that
@@ -7,13 +7,18 @@ window, and refuses a second request with the same MAC with 401. The MAC covers 
 key, the timestamp, the nonce, the method, the URL, the host and port and the payload hash, so
 two different requests never share one.
 
+Two memories do it. This one, `SeenRequests`, is the process's: every header it accepted, reads
+too, checked during authentication at no cost to the database. The other is the database's
+(`seen_requests`, storage/port.py's Replays): the API hands each header's MAC to storage, and
+the first transaction of the request inserts it with the request's own writes, so a replay that
+reaches this process after a restart (a deploy, a `kill -9`), or another process of the
+deployment, is refused there and commits nothing. A replayed read that reaches a process that
+never saw it is answered: it changes nothing. docs/protocol.md says so.
+
 Memory is bounded: MACs are kept in buckets by the second-range of their timestamp, and when
 more than `max_entries` are held the oldest bucket is dropped and nothing older than what
 remains is accepted any more (401, stale timestamp), so a request is never accepted without
 being checked. At 500 requests a second the full window holds about 450,000 MACs (some 50 MB).
-
-The memory is per process: behind a load balancer, a replay that reaches another API process
-within the window is accepted there. docs/protocol.md says so.
 """
 
 from __future__ import annotations

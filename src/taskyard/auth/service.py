@@ -35,6 +35,7 @@ from taskyard.model import dates, identifiers
 from taskyard.model.errors import ConfigError, Unavailable
 from taskyard.model.roles import Role, RoleSet
 from taskyard.model.types import Clock
+from taskyard.storage import port as storage_port
 from taskyard.storage.port import Row, Storage, Tx
 
 log = logging.getLogger(__name__)
@@ -147,12 +148,20 @@ class Auth:
         return (await self.role_set()).expand(scopes)
 
     async def authenticate(
-        self, request: hawk.Request, *, check_payload: bool = True
+        self, request: hawk.Request, *, check_payload: bool = True, remember: bool = False
     ) -> hawk.Authenticated | None:
-        """Check a request's Hawk header or bewit against the clients; None if it carries neither."""
+        """Check a request's Hawk header or bewit against the clients; None if it carries neither.
+
+        A header accepted before by this process is refused (`auth/nonces.py`). With `remember`
+        (the API's own requests), the calling task is the request's, and the header's MAC is
+        recorded in the database with that task's first transaction (`storage.port`, Replays):
+        a replay that changes something is refused after a restart and by every process of the
+        deployment too. A bewit is meant to be used again until it expires: it is not recorded."""
+        if remember:
+            storage_port.remember_signed_request(None, 0)  # whatever this task served before
         role_set = await self.role_set()
         # Hawk compares the request's timestamp with the wall clock, whatever clock `Auth` keeps.
-        return await hawk.authenticate(
+        who = await hawk.authenticate(
             request,
             self.lookup,
             now_ms=dates.now_ms(),
@@ -161,6 +170,9 @@ class Auth:
             seen=self.seen_requests,
             verified=self.verified,
         )
+        if remember and who is not None and who.replay_key is not None:
+            storage_port.remember_signed_request(*who.replay_key)
+        return who
 
     # -------------------------------------------------------------------------------------------
     # Changes.

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from taskyard.model import runs
+from taskyard.model import dates, runs
 from taskyard.model.errors import ResourceNotFound, Unavailable
 from taskyard.model.outages import Outage
 from taskyard.model.runs import Change, TaskRecord
@@ -37,6 +37,8 @@ BATCH = 32
 DEPENDENTS_PER_TRANSACTION = 500  # the dependency resolver's chunk: see `_resolve_batch`
 READY_PER_READ = 50_000  # dependents read at once, for many chunks: see `_Ready`
 EXPIRY_GRACE_MS = 30 * 60 * 1000  # TaskCluster sweeps things that expired more than 30 minutes ago
+SEEN_REQUESTS_BATCH = 2_000  # signed requests' MACs deleted per transaction
+CLOCK_GRACE_MS = 60_000  # how far apart the clocks of a deployment's processes may be
 
 
 async def resolve_expired_claims(q: Queue) -> int:
@@ -320,6 +322,8 @@ async def sweep_expired(q: Queue) -> int:
         total += swept
     while swept := await livelogs.sweep_expired(q):
         total += swept
+    while swept := await sweep_seen_requests(q):
+        total += swept
     async with q.storage.transaction() as tx:
         for name in (
             "expire_tasks",
@@ -334,6 +338,15 @@ async def sweep_expired(q: Queue) -> int:
         total += await tx.execute("expire_pending", q.clock())
         total += await tx.execute("expire_poll_messages", q.clock())
     return total
+
+
+async def sweep_seen_requests(q: Queue) -> int:
+    """Delete up to SEEN_REQUESTS_BATCH recorded signed requests (storage/port.py, Replays) whose
+    timestamps have left Hawk's window on every process's clock; answer how many."""
+    # Hawk checks timestamps against the wall clock, whatever clock the queue keeps.
+    cutoff = dates.now_ms() - CLOCK_GRACE_MS
+    async with q.storage.transaction() as tx:
+        return await tx.execute("expire_seen_requests", cutoff, SEEN_REQUESTS_BATCH)
 
 
 async def run_forever(

@@ -17,17 +17,33 @@ body)` does so once, for callers whose `body` touches nothing but `tx` (the serv
 helpers use it). A connection that fails while COMMIT is on its way leaves the outcome
 unknown: that is a plain `DatabaseUnavailable`, never retried here, and the client decides
 (TaskCluster's clients repeat a 503; a claim lost that way expires like any other).
+
+Replays. A Hawk-signed request may change something only once, whatever restarts and however
+many processes share the database. Authentication puts the request's MAC in `SIGNED_REQUEST`
+(`remember_signed_request`); the first transaction of that request's own task that sends
+anything to the database also inserts the MAC into `seen_requests`, in the same transaction:
+it commits with the request's writes or not at all. A MAC already there is a replay: the
+transaction fails with `ReplayedRequest` (401) and commits nothing. On SQLite the insert runs
+right after BEGIN; on PostgreSQL it is a deferred write at the head of the first message the
+transaction sends (with BEGIN, or with its deferred writes and COMMIT), so it costs no round
+trip. Once that transaction has committed, the request's later transactions insert nothing; a
+transaction run again (`run_in_transaction`, `run_optimistic`) inserts it again. A transaction
+that sends nothing, a read (`reader()`) and a task the request started (which inherits its
+context) insert nothing; `Storage.execute()` of such a request runs as a transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from taskyard.model.errors import RequestConflict, Unavailable
+from taskyard.model.errors import AuthenticationFailed, RequestConflict, Unavailable
 
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]
@@ -40,6 +56,51 @@ WAIT_TIMEOUT: ContextVar[float | None] = ContextVar("taskyard_storage_wait_timeo
 """Seconds the current caller waits for a database connection (SQLite: for the writer) before
 `DatabaseBusy`; None (the default, background work's) waits as long as it takes. The API sets it
 for each request it counts in flight (`api/shedding.py`), never for a long poll."""
+
+
+@dataclass(eq=False)
+class SignedRequest:
+    """A Hawk-signed request accepted by authentication, to be recorded with its first transaction:
+    its MAC, until when a replay of it could still be accepted (epoch ms: its timestamp plus the
+    skew Hawk allows), and the task serving it."""
+
+    mac: str
+    expires: int
+    task: weakref.ref[asyncio.Task[Any]] | None = field(repr=False)  # weak: the task holds this
+    recorded: bool = False  # a transaction that inserted it has committed
+
+    def mark_recorded(self) -> None:
+        self.recorded = True
+
+
+SIGNED_REQUEST: ContextVar[SignedRequest | None] = ContextVar("taskyard_signed_request", default=None)
+"""The request this task serves, if Hawk signed it (see Replays above); set by authentication."""
+REPLAYED_MESSAGE = (
+    "Unauthorized: Replayed request: this signed request was accepted before; sign each request anew"
+)
+
+
+def remember_signed_request(mac: str | None, expires: int) -> None:
+    """Record `mac` with the first transaction the current task sends (None: nothing to record)."""
+    task = asyncio.current_task()
+    owner = None if task is None else weakref.ref(task)
+    SIGNED_REQUEST.set(None if mac is None else SignedRequest(mac, expires, owner))
+
+
+def signed_request_to_record() -> SignedRequest | None:
+    """The current task's signed request if no transaction of it has recorded it yet."""
+    signed = SIGNED_REQUEST.get()
+    if signed is None or signed.recorded or signed.task is None:
+        return None
+    owner = signed.task()
+    return signed if owner is not None and owner is asyncio.current_task() else None
+
+
+class ReplayedRequest(AuthenticationFailed):
+    """The signed request was recorded before (`seen_requests`): nothing of it was done."""
+
+    def __init__(self, message: str = REPLAYED_MESSAGE) -> None:
+        super().__init__(message)
 
 
 class UniqueViolation(RequestConflict):

@@ -23,7 +23,9 @@ BEGIN waits the same way, for the first statement that must run inside the trans
 transaction whose every write was deferred is one message without BEGIN and COMMIT, which
 PostgreSQL runs as a transaction. `optimistic()` runs its reads before that: a report reads its
 task, then writes its update (checked against the version read), events and resolution in one
-round trip.
+round trip. A signed request's MAC (the port's Replays) is a deferred write put at the head of
+the first message the transaction sends, if it sends one: no round trip of its own, and a replay
+fails the message before any of the request's own writes runs.
 
 Notifications arrive on one connection of their own. A task keeps it up: it learns that the
 connection is gone from the driver or, should the driver not notice (a silent network), from a
@@ -65,11 +67,14 @@ from taskyard.storage.port import (
     DatabaseBusy,
     DatabaseUnavailable,
     Listener,
+    ReplayedRequest,
     Row,
     RowMoved,
+    SignedRequest,
     TransactionRolledBack,
     Tx,
     UniqueViolation,
+    signed_request_to_record,
 )
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,8 @@ _WORDS = {
     "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
     "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
 }
+_SEEN_REQUESTS_KEY = "seen_requests_pkey"  # a signed request's MAC recorded twice: a replay
+_RECORD = "record_signed_request"  # the query that records it (storage/port.py, Replays)
 _MIGRATION_LOCK = 0x7A5C_0001
 _LEAD_LOCKS = 0x7A5D_0000  # and the 65,535 keys after it: one per job, see `lead`
 CONNECT_TIMEOUT = 10.0
@@ -127,6 +134,8 @@ def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
 def translated(exc: Exception) -> Exception:
     """The port's error for a driver's exception; `exc` itself if it is none of the port's."""
     if isinstance(exc, asyncpg.UniqueViolationError):
+        if exc.constraint_name == _SEEN_REQUESTS_KEY:
+            return ReplayedRequest()
         return UniqueViolation(f"conflicting row: {exc.detail or exc}")
     if isinstance(exc, asyncpg.DivisionByZeroError):  # how a checked write fails (Tx.defer_checked)
         return RowMoved("a checked write found its row changed since it was read")
@@ -208,6 +217,7 @@ class _Session(BaseSession[asyncpg.Connection]):
         self._deferred_names: list[str] = []
         self._unbegun = unbegun  # a transaction whose BEGIN is not sent yet
         self._reads_begin = unbegun and reads_begin  # whether a read sends it
+        self._signed: SignedRequest | None = None  # to record with the first message sent
 
     @property
     def begun(self) -> bool:
@@ -239,13 +249,29 @@ class _Session(BaseSession[asyncpg.Connection]):
         if name not in known and name not in self._preparing:
             self._preparing[name] = f"PREPARE {_statement(name)} AS {self._queries[name]}; "
 
+    async def record_signed(self, signed: SignedRequest) -> None:
+        """Insert `signed`'s MAC at the head of the first message this transaction sends, if it
+        sends any (storage/port.py, Replays)."""
+        await self._prepare(_RECORD)
+        self._signed = signed
+
+    def _head_signed(self) -> None:
+        signed, self._signed = self._signed, None
+        if signed is not None:
+            self._deferred.insert(0, _executing(_RECORD, (signed.mac, signed.expires)))
+            self._deferred_names.insert(0, _RECORD)
+            self.after_commit(signed.mark_recorded)
+
     # The query itself fails the transaction (a division by zero, which `translated` makes
     # RowMoved) where SQLite's answers no row.
     defer_checked = defer
 
     def take_deferred(self) -> tuple[str, list[str]]:
         """The deferred writes as one SQL text (their PREPAREs first), and their names (not the
-        PREPAREs': preparing is the connection's, as asyncpg's own is); none are left deferred."""
+        PREPAREs': preparing is the connection's, as asyncpg's own is); none are left deferred. A
+        signed request to record goes first, if anything goes."""
+        if self._deferred:
+            self._head_signed()
         sql, names = "".join(self._preparing.values()) + "".join(self._deferred), self._deferred_names
         self._deferred, self._deferred_names = [], []
         return sql, names
@@ -265,6 +291,7 @@ class _Session(BaseSession[asyncpg.Connection]):
 
     async def _flush(self) -> None:
         """Send the deferred writes, behind BEGIN if the transaction has not begun."""
+        self._head_signed()
         sql, names = self.take_deferred()
         if self._unbegun:
             sql, names = "BEGIN; " + sql, ["BEGIN", *names]
@@ -511,6 +538,9 @@ class PostgresStorage:
         broken = False
         try:
             try:
+                signed = signed_request_to_record()
+                if signed is not None:
+                    await session.record_signed(signed)
                 yield session
             except DatabaseUnavailable as exc:
                 if isinstance(exc, TransactionRolledBack):  # the server's doing; the connection is fine
@@ -556,6 +586,9 @@ class PostgresStorage:
     async def execute(self, name: str, *args: object, **params: object) -> int:
         # Outside a transaction block PostgreSQL commits each statement by itself. A connection lost
         # on the way leaves the outcome unknown: DatabaseUnavailable, not TransactionRolledBack.
+        if signed_request_to_record() is not None:  # a signed request's write: recorded with it
+            async with self.transaction() as tx:
+                return await tx.execute(name, *args, **params)
         pool = self._open_pool()
         conn = await self._acquire(pool)
         broken = False

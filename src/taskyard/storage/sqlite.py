@@ -50,9 +50,11 @@ from taskyard.storage.port import (
     DatabaseBusy,
     DatabaseUnavailable,
     Listener,
+    ReplayedRequest,
     Row,
     RowMoved,
     UniqueViolation,
+    signed_request_to_record,
 )
 
 T = TypeVar("T")
@@ -239,6 +241,7 @@ def _roll_back(writer: sqlite3.Connection) -> None:
 
 class _Transaction:
     """`SQLiteStorage.transaction()`: the writer's turn, BEGIN IMMEDIATE ... COMMIT or ROLLBACK.
+    A signed request's first transaction records its MAC right after BEGIN (the port's Replays).
 
     Nothing between BEGIN and COMMIT awaits but the caller's block, so a cancelled caller is
     cancelled in its block (or while waiting for its turn) and never leaves a transaction open:
@@ -262,8 +265,19 @@ class _Transaction:
             if isinstance(exc, sqlite3.Error):
                 _raise_translated(exc)
             raise
-        self._session = _WriterSession(writer, storage._queries, storage._names)
-        return self._session
+        self._session = session = _WriterSession(writer, storage._queries, storage._names)
+        signed = signed_request_to_record()
+        if signed is not None:
+            try:
+                await session.execute("record_signed_request", signed.mac, signed.expires)
+            except BaseException as exc:
+                _roll_back(writer)
+                storage._lock.release()
+                if isinstance(exc, UniqueViolation):  # the primary key: this MAC was recorded before
+                    raise ReplayedRequest() from None
+                raise
+            session.after_commit(signed.mark_recorded)
+        return session
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -378,6 +392,9 @@ class SQLiteStorage:
         return _Transaction(self)
 
     async def execute(self, name: str, *args: object, **params: object) -> int:
+        if signed_request_to_record() is not None:  # a signed request's write: recorded with it
+            async with self.transaction() as tx:
+                return await tx.execute(name, *args, **params)
         # Outside BEGIN the connection is in autocommit: the statement is a transaction of its own.
         writer = self._open_writer()
         session = _WriterSession(writer, self._queries, self._names)

@@ -323,3 +323,9 @@ SELECT t.task_id, t.state, t.definition::json #>> '{metadata,name}' AS name, jso
 SELECT t.task_id, t.state, d.definition #>> '{metadata,name}' AS name, (d.definition -> 'dependencies')::text AS dependencies
   FROM tasks t CROSS JOIN LATERAL (SELECT t.definition::json AS definition) d
  WHERE t.task_group_id = $1 ORDER BY t.task_id
+
+-- name: expire_seen_requests
+-- Up to $2 signed requests whose timestamps left Hawk's window before $1, by their row ids: the
+-- shared form's row-value IN becomes a hash join over the whole table here.
+DELETE FROM seen_requests
+ WHERE ctid = ANY (ARRAY(SELECT ctid FROM seen_requests WHERE expires < $1 ORDER BY expires LIMIT $2))

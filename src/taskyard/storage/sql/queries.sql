@@ -229,6 +229,18 @@ DELETE FROM workers WHERE expires < $1 AND (quarantine_until IS NULL OR quaranti
 -- First statement of every auth change: the row lock serialises changes across processes.
 UPDATE auth_generation SET generation = generation + 1 WHERE id = 1 RETURNING generation
 
+-- name: record_signed_request
+-- A Hawk-signed request's MAC, with the first transaction of the request (storage/port.py,
+-- Replays); the primary key, (expires, mac), refuses it a second time: a replay.
+INSERT INTO seen_requests (mac, expires) VALUES ($1, $2)
+
+-- name: expire_seen_requests
+-- Up to $2 signed requests whose timestamps left Hawk's window before $1 (replays of them are
+-- refused as stale): the left edge of the primary key.
+DELETE FROM seen_requests
+ WHERE (expires, mac) IN (SELECT expires, mac FROM seen_requests WHERE expires < $1
+                           ORDER BY expires, mac LIMIT $2)
+
 -- name: get_auth_generation
 SELECT generation FROM auth_generation WHERE id = 1
 
