@@ -15,6 +15,29 @@ A line `-- literal: <name>` in a query says that its last parameter, an int, is 
 text instead of sent (`written_in`): PostgreSQL then caches a plan for each of its values rather
 than one plan for all, where the value decides the plan (a LIMIT) and planning afresh each time
 would cost more than running.
+
+Where the dialects differ by a word or two, a query is still written once, in a shared file, and
+says `{{word}}` (or `{{word(argument)}}`) where the words differ; loading puts each dialect's words
+in (`WORDS`, the same table the migrations' `{{BIGSERIAL}}` and `{{NOW_MS}}` come from). A word
+that SQLite goes without takes the blanks before it away with it. The words:
+
+- `{{for_update}}`, `{{for_share}}`, `{{for_update_skip_locked}}`, `{{for_update_of(t)}}`,
+  `{{for_update_of_skip_locked(t)}}`: PostgreSQL's row lock (`OF t`: of table `t` alone, where
+  the others are outer-joined); nothing on SQLite, whose writers are serialised by BEGIN
+  IMMEDIATE, and a transaction's reads, taken under that lock, can't be raced.
+- `{{in_texts(:p)}}`: `IN` a list of texts, passed as a Python list: PostgreSQL's `= ANY(:p::text[])`
+  (asyncpg sends the array), SQLite's `IN (SELECT value FROM json_each(:p))` (its adapter sends a
+  list as JSON).
+- `{{in_ids(:p)}}`: `IN` a list of integer ids passed as JSON text, in both dialects (asyncpg would
+  look bigint[]'s type up on each new connection).
+- `{{as_json(x)}}`: a text column read as JSON: `x::json` on PostgreSQL, `x` on SQLite.
+- `{{bytewise(x)}}`: `x` compared byte by byte: `x COLLATE "C"` on PostgreSQL, whatever the
+  database's collation; `x` on SQLite, whose own collation is that.
+
+A word not in the table, or one given an argument it does not take (or none it needs), fails
+loading, naming the query. A query keeps a dialect file of its own only when its shape differs
+(another statement, another JSON function), and a comment above it there says why;
+tests/storage/test_query_words.py keeps near copies out.
 """
 
 from __future__ import annotations
@@ -27,6 +50,37 @@ _NAME = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
 _NAMED_PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")  # `:name`, not a `::type` cast
 _LITERAL = re.compile(r"^--\s*literal:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _FRAGMENT = re.compile(r"\{\{(_[a-z0-9_]+)\}\}")
+_WORD = re.compile(r"([ \t]*)\{\{([A-Za-z][A-Za-z0-9_]*)(?:\(([^(){}]*)\))?\}\}")
+
+WORDS: dict[str, dict[str, str]] = {
+    "sqlite": {
+        "BIGSERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT",
+        "NOW_MS": "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
+        "for_update": "",
+        "for_share": "",
+        "for_update_skip_locked": "",
+        "for_update_of": "",
+        "for_update_of_skip_locked": "",
+        "in_texts": "IN (SELECT value FROM json_each({}))",
+        "in_ids": "IN (SELECT value FROM json_each({}))",
+        "as_json": "{}",
+        "bytewise": "{}",
+    },
+    "postgres": {
+        "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
+        "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+        "for_update": "FOR UPDATE",
+        "for_share": "FOR SHARE",
+        "for_update_skip_locked": "FOR UPDATE SKIP LOCKED",
+        "for_update_of": "FOR UPDATE OF {}",
+        "for_update_of_skip_locked": "FOR UPDATE OF {} SKIP LOCKED",
+        "in_texts": "= ANY({}::text[])",
+        "in_ids": "= ANY(ARRAY(SELECT json_array_elements_text({}::json)::bigint))",
+        "as_json": "{}::json",
+        "bytewise": '{} COLLATE "C"',
+    },
+}
+"""Each dialect's words, `{{word}}` in a query or a migration: `{}` is where an argument goes."""
 
 
 def _parse(text: str) -> dict[str, str]:
@@ -74,7 +128,29 @@ def _texts(dialect: str) -> dict[str, str]:
             raise ValueError(f"no fragment {match[1]} in the {dialect} queries")
         return fragments[match[1]]
 
-    return {name: _FRAGMENT.sub(included, sql) for name, sql in blocks.items() if name not in fragments}
+    return {
+        name: expand(dialect, _FRAGMENT.sub(included, sql), f"query {name}").strip()
+        for name, sql in blocks.items()
+        if name not in fragments
+    }
+
+
+def expand(dialect: str, text: str, where: str) -> str:
+    """`text` with each `{{word}}` and `{{word(argument)}}` replaced by `dialect`'s words."""
+    words = WORDS[dialect]
+
+    def replaced(match: re.Match[str]) -> str:
+        blanks, word, argument = match[1], match[2], match[3]
+        if word not in words:
+            raise ValueError(f"{where}: no word {{{{{word}}}}} for {dialect} (storage/_queries.py, WORDS)")
+        takes = any("{}" in table.get(word, "") for table in WORDS.values())
+        if takes != (argument is not None):
+            needs = "takes one argument, {{" + word + "(...)}}" if takes else "takes no argument"
+            raise ValueError(f"{where}: the word {word} {needs}")
+        put = words[word].replace("{}", (argument or "").strip())
+        return blanks + put if put else ""
+
+    return _WORD.sub(replaced, text)
 
 
 @functools.cache
@@ -123,8 +199,8 @@ def _numbered(query: str, sql: str) -> tuple[str, tuple[str, ...]]:
     return numbered, tuple(names)
 
 
-def migrations(dialect: str, words: dict[str, str]) -> list[tuple[int, str, list[str]]]:
-    """(version, name, statements) for every numbered migration, in order.
+def migrations(dialect: str) -> list[tuple[int, str, list[str]]]:
+    """(version, name, statements) for every numbered migration, in order, `{{WORD}}`s put in.
 
     `0001_name.sql` applies to every dialect; `0002_name.postgres.sql` only to PostgreSQL.
     """
@@ -133,10 +209,8 @@ def migrations(dialect: str, words: dict[str, str]) -> list[tuple[int, str, list
         match = re.match(r"^(\d{4})_([a-z0-9_]+)(?:\.(sqlite|postgres))?\.sql$", entry.name)
         if match is None or match.group(3) not in (None, dialect):
             continue
-        text = entry.read_text(encoding="utf-8")
-        for word, replacement in words.items():
-            text = text.replace("{{" + word + "}}", replacement)
-        statements = [s.strip() for s in _strip_comments(text).split(";") if s.strip()]
+        text = expand(dialect, _strip_comments(entry.read_text(encoding="utf-8")), f"migration {entry.name}")
+        statements = [s.strip() for s in text.split(";") if s.strip()]
         found.append((int(match.group(1)), match.group(2), statements))
     return sorted(found)
 

@@ -80,10 +80,6 @@ from taskyard.storage.port import (
 log = logging.getLogger(__name__)
 _OUTBOX_LOG_SCHEMA = 13  # the migration that made the outbox the event log's store
 MIN_POSTGRES = 13  # xid8 and pg_snapshot (migration 0013)
-_WORDS = {
-    "BIGSERIAL": "BIGSERIAL PRIMARY KEY",
-    "NOW_MS": "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
-}
 _SEEN_REQUESTS_KEY = "seen_requests_pkey"  # a signed request's MAC recorded twice: a replay
 _RECORD = "record_signed_request"  # the query that records it (storage/port.py, Replays)
 _MIGRATION_LOCK = 0x7A5C_0001
@@ -454,7 +450,7 @@ class PostgresStorage:
             )
             applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
             schema.check_applied(applied, "postgres", self.url_for_humans)
-            migrations = _queries.migrations("postgres", _WORDS)
+            migrations = _queries.migrations("postgres")
             for version, name, statements in migrations:
                 if version in applied:
                     continue

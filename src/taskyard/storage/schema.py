@@ -20,7 +20,7 @@ class NewerSchema(TaskyardError):
 
 def known_versions(dialect: str) -> dict[int, str]:
     """{version: name} of every migration this taskyard has for `dialect`."""
-    return {version: name for version, name, _ in _queries.migrations(dialect, {})}
+    return {version: name for version, name, _ in _queries.migrations(dialect)}
 
 
 def check_applied(applied: Iterable[int], dialect: str, where: str) -> None:

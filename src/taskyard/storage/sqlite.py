@@ -59,10 +59,6 @@ from taskyard.storage.port import (
 
 T = TypeVar("T")
 _PARAM = re.compile(r"\$(\d+)")
-_WORDS = {
-    "BIGSERIAL": "INTEGER PRIMARY KEY AUTOINCREMENT",
-    "NOW_MS": "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)",
-}
 BUSY_TIMEOUT = 10.0
 """Seconds a connection waits for another connection's write lock before `DatabaseUnavailable`."""
 CHECKPOINT_EVERY = 200
@@ -363,7 +359,7 @@ class SQLiteStorage:
         )
         versions = conn.execute("SELECT version FROM schema_migrations").fetchall()
         schema.check_applied([row[0] for row in versions], "sqlite", self.url_for_humans)
-        for version, name, statements in _queries.migrations("sqlite", _WORDS):
+        for version, name, statements in _queries.migrations("sqlite"):
             conn.execute("BEGIN IMMEDIATE")
             try:
                 if (
