@@ -1,18 +1,12 @@
--- PostgreSQL's own forms: row locks, SKIP LOCKED claims, array parameters.
-
--- name: get_task_for_update
-SELECT * FROM tasks WHERE task_id = $1 FOR UPDATE
-
--- name: get_tasks
-SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id
-
--- name: get_tasks_for_update
--- Locked in taskId order, as every caller that locks several tasks locks them.
-SELECT * FROM tasks WHERE task_id = ANY($1::text[]) ORDER BY task_id FOR UPDATE
+-- PostgreSQL's own forms of the queries whose shape differs from SQLite's. Where only a word or two
+-- differ (a row lock, a list parameter, a cast), the query is written once in queries.sql with the
+-- dialect words of storage/_queries.py. Each query here says why it differs (`-- differs:`).
 
 -- name: update_tasks
 -- update_task_checked for many tasks in one statement: $1 is a JSON list of objects holding its
 -- parameters. Answers the taskIds written: a row whose version moved is left as it is.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 UPDATE tasks t
    SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
        claimed_at = v.claimed_at, ever_resolved = v.ever_resolved, priority = v.priority,
@@ -25,6 +19,8 @@ RETURNING t.task_id
 
 -- name: insert_pending_runs
 -- insert_pending for many runs: $1 is a JSON list of objects holding its parameters.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
 SELECT task_id, run_id, task_queue_id, priority, inserted, deadline
   FROM json_to_recordset($1::json) AS v(task_id text, run_id integer, task_queue_id text,
@@ -33,6 +29,8 @@ ON CONFLICT (task_id, run_id) DO NOTHING
 
 -- name: insert_poll_messages
 -- insert_poll_message for many runs: $1 is a JSON list of objects holding its parameters.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, expires, visible, dequeue_count)
 SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
   FROM json_to_recordset($1::json) AS v(message_id text, queue_name text, task_id text,
@@ -43,6 +41,8 @@ SELECT message_id, queue_name, task_id, run_id, inserted, expires, inserted, 0
 -- ids count in it, and are answered (the newest goes with the relay's notification). Lists of ids
 -- are JSON, not bigint[]: asyncpg has no codec of its own for bigint[], and would look the type up
 -- on each new connection, a query that costs the server about 13 ms to plan.
+-- differs: a JSON list's elements in order: WITH ORDINALITY and casts here, json_each's key on
+-- SQLite.
 INSERT INTO event_log (published, event)
 SELECT $1::bigint, e::bigint FROM json_array_elements_text($2::json) WITH ORDINALITY AS v(e, n) ORDER BY n
 RETURNING id
@@ -50,12 +50,11 @@ RETURNING id
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
 -- body]; $2 is when.
+-- differs: a JSON list's elements in order: WITH ORDINALITY and casts here, json_each's key on
+-- SQLite.
 INSERT INTO outbox (exchange, routing_key, cc, body, created)
 SELECT e ->> 0, e ->> 1, e ->> 2, e ->> 3, $2::bigint
   FROM json_array_elements($1::json) WITH ORDINALITY AS v(e, n) ORDER BY n
-
--- name: lock_required_tasks
-SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SHARE
 
 -- name: take_pending
 -- Take the first claimable runs for a worker that is not quarantined: their claim-index rows are
@@ -67,6 +66,8 @@ SELECT task_id, state, expires FROM tasks WHERE task_id = ANY($1::text[]) FOR SH
 -- The count is written in (the line below), so PostgreSQL keeps a plan per count, where with a
 -- parameter it planned most claims afresh (a plan for any count is one for a tenth of the backlog).
 -- literal: count
+-- differs: CTEs that skip locked pending and task rows, the count written in; SQLite deletes with
+-- RETURNING.
 WITH p AS (
     SELECT task_id, run_id, priority, inserted FROM pending_runs
      WHERE task_queue_id = :task_queue_id AND deadline > :now
@@ -93,23 +94,10 @@ SELECT taken.*, w.first_claim AS worker_first_claim, w.expires AS worker_expires
   FROM taken LEFT JOIN w ON TRUE
  ORDER BY pending_priority DESC, pending_inserted, task_id
 
--- name: take_resolutions
-SELECT id, task_id, task_group_id, resolution FROM task_resolutions
- ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED
-
--- name: take_resolution
--- One resolution, unless another process holds it; no row if it is gone or held.
-SELECT id FROM task_resolutions WHERE id = $1 FOR UPDATE SKIP LOCKED
-
--- name: take_resolutions_again
--- These resolutions (ids, a JSON list: see log_events), those still there and not held by another
--- process, to go on with them.
-SELECT id, task_id, task_group_id, resolution FROM task_resolutions
- WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)::bigint)) ORDER BY id FOR UPDATE SKIP LOCKED
-
 -- name: lock_relay
 -- Only one relay at a time across processes, and in commit order: sent ahead of take_events (a
 -- deferred write), so that statement's snapshot sees what the relay before it committed.
+-- differs: an advisory lock, one relay across processes; SQLite's BEGIN IMMEDIATE is lock enough.
 SELECT pg_advisory_xact_lock($1)
 
 -- name: take_events
@@ -121,6 +109,8 @@ SELECT pg_advisory_xact_lock($1)
 -- left open for long nor a backlog makes a page read more than it takes. LATERAL and LIMIT 1: so
 -- whatever the planner's statistics say of the one-row state table (unanalyzed, it guesses
 -- hundreds of rows, and a plan costly enough to be compiled, which took half a second).
+-- differs: snapshot windows (migration 0013): ids are not in commit order here, as they are on
+-- SQLite.
 SELECT o.id, o.xid::text AS xid, r.window_end::text AS window_end, o.exchange, o.routing_key, o.cc, o.body
   FROM (SELECT done, window_end, after_xid, after_id,
                -- the second part's start: the cursor, if it is there already, else done's xmax
@@ -151,6 +141,7 @@ SELECT o.id, o.xid::text AS xid, r.window_end::text AS window_end, o.exchange, o
 -- name: relayed
 -- The relay published the window ending at snapshot $1 up to event ($2 xid, $3 id); $4: that was
 -- the window's last event, so every event that snapshot shows is published.
+-- differs: snapshot windows (migration 0013); SQLite's is a cursor of ids.
 UPDATE outbox_relayed
    SET done = CASE WHEN $4::boolean THEN $1::pg_snapshot ELSE done END,
        window_end = CASE WHEN $4::boolean THEN NULL ELSE $1::pg_snapshot END,
@@ -162,6 +153,7 @@ UPDATE outbox_relayed
 -- its rows and snapshots mean nothing against the new ids. Before anything writes, each event
 -- keeps its state under the old ids (2: published, 3: not) and `done` starts over; answers how
 -- many rows it re-dated (0: the ids are in order, nothing done).
+-- differs: transaction ids restored behind the cluster's: PostgreSQL's alone (the adapter runs it).
 WITH behind AS (
     SELECT 1 FROM outbox_relayed
      WHERE GREATEST(pg_snapshot_xmax(done), pg_snapshot_xmax(COALESCE(window_end, done)))
@@ -180,19 +172,17 @@ SELECT count(*) FROM redated
 -- name: update_task_checked
 -- A task row's update, checked (Tx.defer_checked): a deferred write whose answer nobody reads,
 -- so a row found moved fails the transaction by a division by zero (RowMoved).
+-- differs: a deferred write whose answer nobody reads: a moved row fails it by a division by zero.
 WITH written AS (
-  UPDATE tasks
-     SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
-         claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
-         version = :version
-   WHERE task_id = :task_id AND version = :old_version
-  RETURNING 1
+{{_update_task}}
 )
 SELECT 1 / count(*) FROM written
 
 -- name: _join_group
 -- join_group's and join_group_checked's group, joined: `live` the group that lasts long enough,
 -- `joined` the one created, renewed or extended (one of the two holds a row).
+-- differs: PostgreSQL only locks a live group FOR SHARE (a CTE); a checked write fails by a
+-- division by zero.
 WITH live AS (
   SELECT scheduler_id, sealed FROM task_groups
    WHERE task_group_id = :task_group_id AND expires >= :now AND expires >= :needed
@@ -214,6 +204,7 @@ WITH live AS (
 -- A live group that lasts long enough is only locked FOR SHARE, so tasks join one group
 -- concurrently; sealTaskGroup's UPDATE waits for them, and they for it. Only a group to create,
 -- renew or extend is written, under the row's exclusive lock.
+-- differs: answers from its two CTEs (live, joined); SQLite's by RETURNING.
 {{_join_group}}
 SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
   FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
@@ -223,95 +214,23 @@ SELECT scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_i
 -- join_group for a task known to be new, as a checked write (Tx.defer_checked): the division by
 -- zero fails the transaction (RowMoved) unless the group, joined, is :scheduler_id's and unsealed.
 -- createTask then goes the way that reads join_group's answer, to say what was wrong.
+-- differs: fails by a division by zero over its two CTEs; SQLite's by answering no row.
 {{_join_group}}
 SELECT 1 / count(*) FROM (SELECT * FROM live UNION ALL SELECT * FROM joined) AS j
  WHERE j.scheduler_id = :scheduler_id AND j.sealed IS NULL
 
--- name: satisfy_dependencies_of
--- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
-UPDATE task_dependencies SET satisfied = TRUE
- WHERE NOT satisfied
-   AND (required_task_id = ANY($2::text[])
-        OR (requires = 'all-resolved' AND required_task_id = ANY($1::text[])))
-
--- name: unblocked_dependents
--- Dependents of these tasks ($1) that wait for no other task and were never scheduled: the first
--- $3 after taskId $2.
-SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
-  JOIN tasks t ON t.task_id = d.dependent_task_id
- WHERE d.required_task_id = ANY($1::text[]) AND d.dependent_task_id > $2
-   AND t.state = 'unscheduled'
-   AND NOT EXISTS (SELECT 1 FROM task_dependencies o
-                    WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
- ORDER BY d.dependent_task_id
- LIMIT $3
-
--- name: resolved_groups
--- Of these groups, those with no task still waiting for a final resolution.
-SELECT * FROM task_groups g
- WHERE g.task_group_id = ANY($1::text[])
-   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_group_id = g.task_group_id AND NOT t.ever_resolved)
- ORDER BY g.task_group_id
-
--- name: delete_resolutions
--- These resolutions (ids, a JSON list: see log_events).
-DELETE FROM task_resolutions WHERE id = ANY(ARRAY(SELECT json_array_elements_text($1::json)::bigint))
-
--- name: list_artifacts
--- Names compare by bytes, as SQLite compares them, whatever the database's collation.
-SELECT * FROM artifacts
- WHERE task_id = $1 AND run_id = $2 AND name COLLATE "C" > $3
- ORDER BY name COLLATE "C" LIMIT $4
-
--- name: get_task_and_artifact_for_update
--- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
--- `artifact_*`, NULL when there is none).
-SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
-       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
-       a.upload_token AS artifact_upload_token
-  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
- WHERE t.task_id = $1
-   FOR UPDATE OF t
-
--- name: get_latest_artifact
--- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
-SELECT a.* FROM artifacts a
- WHERE a.task_id = $1 AND a.name = $2
-   AND a.run_id = (SELECT json_array_length(t.runs::json) - 1 FROM tasks t WHERE t.task_id = $1)
-
--- name: get_live_log_for_update
--- Racing appends to one live log take turns: the loser sees the winner's length.
-SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 FOR UPDATE
-
--- name: lock_poll_messages
--- The next visible messages of a queue, locked; those another receiver holds are skipped, so
--- two receivers never get the same message. With their task's state and runs (NULL: gone).
-SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
- WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
- ORDER BY m.visible, m.inserted, m.message_id
- LIMIT $3
-   FOR UPDATE OF m SKIP LOCKED
-
--- name: get_poll_message_for_update
-SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3 FOR UPDATE
-
--- name: lock_task_graph
-SELECT * FROM task_graphs WHERE task_graph_id = $1 FOR UPDATE
-
 -- name: insert_task_graph_tasks
 -- A graph's task rows in one statement: $2 is a JSON list of [taskId, position, label, requires, reruns].
+-- differs: JSON arrays read with jsonb_array_elements and casts; SQLite's with json_extract.
 INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
 SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::integer
   FROM jsonb_array_elements($2::jsonb) AS e
 
--- name: ui_dashboard_group_states
--- How many tasks of each group in $1 are in each state.
-SELECT task_group_id, state, count(*) AS tasks FROM tasks
- WHERE task_group_id = ANY($1::text[])
- GROUP BY task_group_id, state
 -- name: ui_group_tasks
 -- The web UI's group page: what its table shows of each task of a group, and nothing more:
 -- id, state, name, how many runs, the last run's start, end and worker.
+-- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
+-- to json.
 SELECT t.task_id, t.state, t.definition::json #>> '{metadata,name}' AS name, json_array_length(r.runs) AS runs,
        r.runs -> -1 ->> 'started' AS started, r.runs -> -1 ->> 'resolved' AS resolved,
        r.runs -> -1 ->> 'workerGroup' AS worker_group, r.runs -> -1 ->> 'workerId' AS worker_id
@@ -320,6 +239,8 @@ SELECT t.task_id, t.state, t.definition::json #>> '{metadata,name}' AS name, jso
 
 -- name: ui_group_graph
 -- The web UI's graph of a group: each task's id, state, name and dependencies (a JSON list).
+-- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
+-- to json.
 SELECT t.task_id, t.state, d.definition #>> '{metadata,name}' AS name, (d.definition -> 'dependencies')::text AS dependencies
   FROM tasks t CROSS JOIN LATERAL (SELECT t.definition::json AS definition) d
  WHERE t.task_group_id = $1 ORDER BY t.task_id
@@ -327,5 +248,7 @@ SELECT t.task_id, t.state, d.definition #>> '{metadata,name}' AS name, (d.defini
 -- name: expire_seen_requests
 -- Up to $2 signed requests whose timestamps left Hawk's window before $1, by their row ids: the
 -- shared form's row-value IN becomes a hash join over the whole table here.
+-- differs: by row ids (ctid): the shared form's row-value IN becomes a hash join over the whole
+-- table here.
 DELETE FROM seen_requests
  WHERE ctid = ANY (ARRAY(SELECT ctid FROM seen_requests WHERE expires < $1 ORDER BY expires LIMIT $2))

@@ -1,4 +1,5 @@
--- Named queries shared by both dialects. `$n` parameters; instants are epoch milliseconds.
+-- Named queries shared by both dialects. `$n` parameters; instants are epoch milliseconds. Where the
+-- dialects differ by a word, a `{{word}}` (storage/_queries.py): `{{for_update}}`, `{{in_texts($1)}}`.
 
 -- name: insert_task
 INSERT INTO tasks (task_id, task_group_id, scheduler_id, project_id, task_queue_id, priority, requires,
@@ -11,16 +12,33 @@ VALUES (:task_id, :task_group_id, :scheduler_id, :project_id, :task_queue_id, :p
 -- name: get_task
 SELECT * FROM tasks WHERE task_id = $1
 
--- name: update_task_checked
--- A task row's update, checked (Tx.defer_checked): it answers a row if the row was still at the
--- version read, none if it moved (which fails the transaction). A transaction that read the row
--- locked finds it unmoved; an optimistic one that lost a race reads again.
+-- name: get_task_for_update
+SELECT * FROM tasks WHERE task_id = $1 {{for_update}}
+
+-- name: get_tasks
+SELECT * FROM tasks WHERE task_id {{in_texts($1)}} ORDER BY task_id
+
+-- name: get_tasks_for_update
+-- Locked in taskId order, as every caller that locks several tasks locks them.
+SELECT * FROM tasks WHERE task_id {{in_texts($1)}} ORDER BY task_id {{for_update}}
+
+-- name: lock_required_tasks
+SELECT task_id, state, expires FROM tasks WHERE task_id {{in_texts($1)}} {{for_share}}
+
+-- name: _update_task
 UPDATE tasks
    SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
        claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
        version = :version
  WHERE task_id = :task_id AND version = :old_version
 RETURNING 1
+
+-- name: update_task_checked
+-- A task row's update, checked (Tx.defer_checked): it answers a row if the row was still at the
+-- version read, none if it moved (which fails the transaction). A transaction that read the row
+-- locked finds it unmoved; an optimistic one that lost a race reads again. (A fragment, which
+-- PostgreSQL's form wraps.)
+{{_update_task}}
 
 -- name: insert_pending
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
@@ -75,6 +93,50 @@ INSERT INTO task_resolutions (task_id, task_group_id, resolution) VALUES ($1, $2
 -- name: waiting_resolutions
 -- The oldest final resolutions, without taking them (the resolver takes them one at a time).
 SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
+
+-- name: take_resolutions
+SELECT id, task_id, task_group_id, resolution FROM task_resolutions
+ ORDER BY id LIMIT $1 {{for_update_skip_locked}}
+
+-- name: take_resolution
+-- One resolution, unless another process holds it; no row if it is gone or held.
+SELECT id FROM task_resolutions WHERE id = $1 {{for_update_skip_locked}}
+
+-- name: take_resolutions_again
+-- These resolutions (ids, a JSON list), those still there and not held by another process, to go
+-- on with them.
+SELECT id, task_id, task_group_id, resolution FROM task_resolutions
+ WHERE id {{in_ids($1)}} ORDER BY id {{for_update_skip_locked}}
+
+-- name: satisfy_dependencies_of
+-- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
+UPDATE task_dependencies SET satisfied = TRUE
+ WHERE NOT satisfied
+   AND (required_task_id {{in_texts($2)}}
+        OR (requires = 'all-resolved' AND required_task_id {{in_texts($1)}}))
+
+-- name: unblocked_dependents
+-- Dependents of these tasks ($1) that wait for no other task and were never scheduled: the first
+-- $3 after taskId $2.
+SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
+  JOIN tasks t ON t.task_id = d.dependent_task_id
+ WHERE d.required_task_id {{in_texts($1)}} AND d.dependent_task_id > $2
+   AND t.state = 'unscheduled'
+   AND NOT EXISTS (SELECT 1 FROM task_dependencies o
+                    WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
+ ORDER BY d.dependent_task_id
+ LIMIT $3
+
+-- name: resolved_groups
+-- Of these groups, those with no task still waiting for a final resolution.
+SELECT * FROM task_groups g
+ WHERE g.task_group_id {{in_texts($1)}}
+   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_group_id = g.task_group_id AND NOT t.ever_resolved)
+ ORDER BY g.task_group_id
+
+-- name: delete_resolutions
+-- These resolutions (ids, a JSON list).
+DELETE FROM task_resolutions WHERE id {{in_ids($1)}}
 
 -- name: get_group
 SELECT * FROM task_groups WHERE task_group_id = $1
@@ -338,8 +400,34 @@ DELETE FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name = $3
 -- ---------------------------------------------------------------------------------------------
 -- Live logs: a head row per run and its text in chunks, each keyed by its first byte's offset.
 
+-- name: list_artifacts
+-- Names compare by bytes in both dialects, whatever PostgreSQL's database's collation.
+SELECT * FROM artifacts
+ WHERE task_id = $1 AND run_id = $2 AND {{bytewise(name)}} > $3
+ ORDER BY {{bytewise(name)}} LIMIT $4
+
+-- name: get_task_and_artifact_for_update
+-- createArtifact's one read: the task row, locked, with the artifact it may replace (columns
+-- `artifact_*`, NULL when there is none).
+SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
+       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
+       a.upload_token AS artifact_upload_token
+  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
+ WHERE t.task_id = $1
+   {{for_update_of(t)}}
+
+-- name: get_latest_artifact
+-- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
+SELECT a.* FROM artifacts a
+ WHERE a.task_id = $1 AND a.name = $2
+   AND a.run_id = (SELECT json_array_length({{as_json(t.runs)}}) - 1 FROM tasks t WHERE t.task_id = $1)
+
 -- name: get_live_log
 SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
+
+-- name: get_live_log_for_update
+-- Racing appends to one live log take turns: the loser sees the winner's length.
+SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2 {{for_update}}
 
 -- name: insert_live_log
 -- Racing first appends: one inserts, the others insert nothing and then read (and lock) its row.
@@ -422,6 +510,19 @@ UPDATE poll_messages
 -- name: get_poll_message_by_id
 SELECT * FROM poll_messages WHERE message_id = $1
 
+-- name: lock_poll_messages
+-- The next visible messages of a queue, locked (on PostgreSQL those another receiver holds are
+-- skipped), so two receivers never get the same message. With their task's state and runs (NULL:
+-- gone).
+SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
+ WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
+ ORDER BY m.visible, m.inserted, m.message_id
+ LIMIT $3
+   {{for_update_of_skip_locked(m)}}
+
+-- name: get_poll_message_for_update
+SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3 {{for_update}}
+
 -- name: delete_poll_message
 DELETE FROM poll_messages WHERE message_id = $1
 
@@ -454,6 +555,9 @@ VALUES (:task_graph_id, :scheduler_id, 'running', :routing, :scopes, :routes, :m
 
 -- name: get_task_graph
 SELECT * FROM task_graphs WHERE task_graph_id = $1
+
+-- name: lock_task_graph
+SELECT * FROM task_graphs WHERE task_graph_id = $1 {{for_update}}
 
 -- name: task_graph_tasks
 -- A graph's tasks with their queue state and definition, in the order they were given.
@@ -506,6 +610,12 @@ SELECT task_group_id, max(created) AS latest
  GROUP BY task_group_id
  ORDER BY latest DESC, task_group_id
  LIMIT $2
+
+-- name: ui_dashboard_group_states
+-- How many tasks of each group in $1 are in each state.
+SELECT task_group_id, state, count(*) AS tasks FROM tasks
+ WHERE task_group_id {{in_texts($1)}}
+ GROUP BY task_group_id, state
 
 -- name: ui_dashboard_recent_events
 -- The $1 events published last, the newest first (the log's own order: its ids).

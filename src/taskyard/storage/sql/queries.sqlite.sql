@@ -1,17 +1,12 @@
--- SQLite's own forms. Writers are serialised by BEGIN IMMEDIATE, so no row locks are needed.
-
--- name: get_task_for_update
-SELECT * FROM tasks WHERE task_id = $1
-
--- name: get_tasks
-SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY task_id
-
--- name: get_tasks_for_update
-SELECT * FROM tasks WHERE task_id IN (SELECT value FROM json_each($1)) ORDER BY task_id
+-- SQLite's own forms of the queries whose shape differs from PostgreSQL's. Where only a word or two
+-- differ (a row lock, a list parameter, a cast), the query is written once in queries.sql with the
+-- dialect words of storage/_queries.py. Each query here says why it differs (`-- differs:`).
 
 -- name: update_tasks
 -- update_task_checked for many tasks in one statement: $1 is a JSON list of objects holding its
 -- parameters. Answers the taskIds written: a row whose version moved is left as it is.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 UPDATE tasks
    SET runs = v.runs, state = v.state, retries_left = v.retries_left, taken_until = v.taken_until,
        claimed_at = v.claimed_at, ever_resolved = v.ever_resolved, priority = v.priority,
@@ -27,6 +22,8 @@ RETURNING task_id
 
 -- name: insert_pending_runs
 -- insert_pending for many runs: $1 is a JSON list of objects holding its parameters.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 INSERT INTO pending_runs (task_id, run_id, task_queue_id, priority, inserted, deadline)
 SELECT value ->> 'task_id', value ->> 'run_id', value ->> 'task_queue_id', value ->> 'priority',
        value ->> 'inserted', value ->> 'deadline'
@@ -35,6 +32,8 @@ ON CONFLICT (task_id, run_id) DO NOTHING
 
 -- name: insert_poll_messages
 -- insert_poll_message for many runs: $1 is a JSON list of objects holding its parameters.
+-- differs: rows from a JSON list: PostgreSQL's json_to_recordset types each column, SQLite reads
+-- them from json_each.
 INSERT INTO poll_messages (message_id, queue_name, task_id, run_id, inserted, expires, visible, dequeue_count)
 SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', value ->> 'run_id',
        value ->> 'inserted', value ->> 'expires', value ->> 'inserted', 0
@@ -43,17 +42,18 @@ SELECT value ->> 'message_id', value ->> 'queue_name', value ->> 'task_id', valu
 -- name: log_events
 -- The events (outbox ids, the JSON list $2) the relay published at $1, in that order: their log ids
 -- count in it, and are answered (the newest goes with the relay's notification).
+-- differs: a JSON list's elements in order: json_each's key here, WITH ORDINALITY and casts on
+-- PostgreSQL.
 INSERT INTO event_log (published, event) SELECT $1, value FROM json_each($2) ORDER BY key
 RETURNING id
 
 -- name: insert_events
 -- insert_event for many events, in the order of the JSON list $1 of [exchange, routing_key, cc,
 -- body]; $2 is when.
+-- differs: a JSON list's elements in order: json_each's key here, WITH ORDINALITY and casts on
+-- PostgreSQL.
 INSERT INTO outbox (exchange, routing_key, cc, body, created)
 SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, $2 FROM json_each($1) ORDER BY key
-
--- name: lock_required_tasks
-SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM json_each($1))
 
 -- name: take_pending
 -- Take the first claimable runs for a worker that is not quarantined: delete their claim-index
@@ -61,6 +61,8 @@ SELECT task_id, state, expires FROM tasks WHERE task_id IN (SELECT value FROM js
 -- worker never seen; RETURNING reads only the deleted table: the other columns come one subquery
 -- each). In no particular order: the caller sorts by pending_priority, pending_inserted, task_id.
 -- A quarantined worker takes nothing.
+-- differs: one DELETE ... RETURNING, a subquery per column (RETURNING reads only the deleted
+-- table); PostgreSQL's CTEs skip locked rows.
 DELETE FROM pending_runs
  WHERE (task_id, run_id) IN (SELECT p.task_id, p.run_id FROM pending_runs p JOIN tasks t ON t.task_id = p.task_id
                               WHERE p.task_queue_id = :task_queue_id AND p.deadline > :now
@@ -101,34 +103,29 @@ RETURNING run_id AS pending_run_id, priority AS pending_priority, inserted AS pe
        (SELECT recent_tasks FROM workers w WHERE w.task_queue_id = :task_queue_id AND w.worker_group = :worker_group
            AND w.worker_id = :worker_id) AS worker_recent_tasks
 
--- name: take_resolutions
-SELECT id, task_id, task_group_id, resolution FROM task_resolutions ORDER BY id LIMIT $1
-
--- name: take_resolution
-SELECT id FROM task_resolutions WHERE id = $1
-
--- name: take_resolutions_again
--- These resolutions (ids), those still there, to go on with them.
-SELECT id, task_id, task_group_id, resolution FROM task_resolutions
- WHERE id IN (SELECT value FROM json_each($1)) ORDER BY id
-
 -- name: lock_relay
 -- BEGIN IMMEDIATE already makes the relay the only writer: nothing to lock.
+-- differs: BEGIN IMMEDIATE already makes the relay the only writer; PostgreSQL takes an advisory
+-- lock.
 SELECT $1 WHERE FALSE
 
 -- name: take_events
 -- The next $1 events to publish: one writer at a time, so ids grow in commit order. No windows
 -- here (PostgreSQL's): xid and window_end are NULL.
+-- differs: ids grow in commit order here; PostgreSQL reads by snapshot windows (migration 0013).
 SELECT id, NULL AS xid, NULL AS window_end, exchange, routing_key, cc, body FROM outbox
  WHERE id > (SELECT through_id FROM outbox_relayed)
  ORDER BY id LIMIT $1
 
 -- name: relayed
 -- The relay published every event up to id $3 ($1, $2 and $4 are PostgreSQL's windows).
+-- differs: a cursor of ids here; PostgreSQL's snapshot windows (migration 0013).
 UPDATE outbox_relayed SET through_id = $3 WHERE $1 IS $1 AND $2 IS $2 AND $4 IS $4
 
 -- name: _join_group
 -- join_group's and join_group_checked's upsert of the group, which each ends in its own way.
+-- differs: one upsert here; PostgreSQL only locks a live group FOR SHARE (a CTE); a checked write
+-- fails by a division by zero.
 INSERT INTO task_groups AS g (task_group_id, scheduler_id, expires, sealed) VALUES (:task_group_id, :scheduler_id, :expires, NULL)
 ON CONFLICT (task_group_id) DO UPDATE
    SET scheduler_id = CASE WHEN g.expires < :now THEN excluded.scheduler_id ELSE g.scheduler_id END,
@@ -139,6 +136,7 @@ ON CONFLICT (task_group_id) DO UPDATE
 -- Join a task to its group: create the group, renew it if it expired before :now, or extend its
 -- expiry to :expires if it would end before :needed; answer the group's schedulerId and seal, and
 -- whether task :task_id exists already (createTask's repeat check, without a statement of its own).
+-- differs: answers by RETURNING; PostgreSQL's from its two CTEs (live, joined).
 {{_join_group}}
 RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :task_id) AS task_exists
 
@@ -147,90 +145,24 @@ RETURNING scheduler_id, sealed, EXISTS (SELECT 1 FROM tasks WHERE task_id = :tas
 -- join_group for a task known to be new, as a checked write (Tx.defer_checked): it answers no row
 -- (which fails the transaction) unless the group, joined, is :scheduler_id's and unsealed.
 -- createTask then goes the way that reads join_group's answer, to say what was wrong.
+-- differs: fails by answering no row; PostgreSQL's by a division by zero over its two CTEs.
 {{_join_group}}
  WHERE g.expires < :now OR (g.scheduler_id = excluded.scheduler_id AND g.sealed IS NULL)
 RETURNING 1
 
--- name: satisfy_dependencies_of
--- Edges satisfied by a batch of final resolutions: $1 every resolved task, $2 those completed.
-UPDATE task_dependencies SET satisfied = TRUE
- WHERE NOT satisfied
-   AND (required_task_id IN (SELECT value FROM json_each($2))
-        OR (requires = 'all-resolved' AND required_task_id IN (SELECT value FROM json_each($1))))
-
--- name: unblocked_dependents
--- Dependents of these tasks ($1) that wait for no other task and were never scheduled: the first
--- $3 after taskId $2.
-SELECT DISTINCT d.dependent_task_id FROM task_dependencies d
-  JOIN tasks t ON t.task_id = d.dependent_task_id
- WHERE d.required_task_id IN (SELECT value FROM json_each($1)) AND d.dependent_task_id > $2
-   AND t.state = 'unscheduled'
-   AND NOT EXISTS (SELECT 1 FROM task_dependencies o
-                    WHERE o.dependent_task_id = d.dependent_task_id AND NOT o.satisfied)
- ORDER BY d.dependent_task_id
- LIMIT $3
-
--- name: resolved_groups
--- Of these groups, those with no task still waiting for a final resolution.
-SELECT * FROM task_groups g
- WHERE g.task_group_id IN (SELECT value FROM json_each($1))
-   AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_group_id = g.task_group_id AND NOT t.ever_resolved)
- ORDER BY g.task_group_id
-
--- name: delete_resolutions
-DELETE FROM task_resolutions WHERE id IN (SELECT value FROM json_each($1))
-
--- name: list_artifacts
--- Names compare by bytes in both dialects (PostgreSQL's says COLLATE "C").
-SELECT * FROM artifacts WHERE task_id = $1 AND run_id = $2 AND name > $3 ORDER BY name LIMIT $4
-
--- name: get_task_and_artifact_for_update
--- createArtifact's one read: the task row with the artifact it may replace (columns `artifact_*`,
--- NULL when there is none).
-SELECT t.*, a.storage_type AS artifact_storage_type, a.content_type AS artifact_content_type,
-       a.expires AS artifact_expires, a.details AS artifact_details, a.present AS artifact_present,
-       a.upload_token AS artifact_upload_token
-  FROM tasks t LEFT JOIN artifacts a ON a.task_id = t.task_id AND a.run_id = $2 AND a.name = $3
- WHERE t.task_id = $1
-
--- name: get_latest_artifact
--- The artifact of the task's latest run, in one read (no row: look again to say what is missing).
-SELECT a.* FROM artifacts a
- WHERE a.task_id = $1 AND a.name = $2
-   AND a.run_id = (SELECT json_array_length(t.runs) - 1 FROM tasks t WHERE t.task_id = $1)
-
--- name: get_live_log_for_update
-SELECT * FROM live_logs WHERE task_id = $1 AND run_id = $2
-
--- name: lock_poll_messages
--- The next visible messages of a queue with their task's state, runs and priority (NULL: the task is gone).
-SELECT m.*, t.state, t.runs, t.priority, t.task_queue_id FROM poll_messages m LEFT JOIN tasks t ON t.task_id = m.task_id
- WHERE m.queue_name = $1 AND m.visible <= $2 AND m.expires > $2
- ORDER BY m.visible, m.inserted, m.message_id
- LIMIT $3
-
--- name: get_poll_message_for_update
-SELECT * FROM poll_messages WHERE message_id = $1 AND queue_name = $2 AND expires > $3
-
--- name: lock_task_graph
--- SQLite transactions are serialised (BEGIN IMMEDIATE): a plain read is enough.
-SELECT * FROM task_graphs WHERE task_graph_id = $1
-
 -- name: insert_task_graph_tasks
 -- A graph's task rows in one statement: $2 is a JSON list of [taskId, position, label, requires, reruns].
+-- differs: JSON arrays read with json_extract; PostgreSQL's jsonb_array_elements with casts.
 INSERT INTO task_graph_tasks (task_id, task_graph_id, position, label, requires, reruns, reruns_left)
 SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extract(value, '$[2]'),
        json_extract(value, '$[3]'), json_extract(value, '$[4]'), json_extract(value, '$[4]')
   FROM json_each($2)
 
--- name: ui_dashboard_group_states
--- How many tasks of each group in the JSON list $1 are in each state.
-SELECT task_group_id, state, count(*) AS tasks FROM tasks
- WHERE task_group_id IN (SELECT value FROM json_each($1))
- GROUP BY task_group_id, state
 -- name: ui_group_tasks
 -- The web UI's group page: what its table shows of each task of a group, and nothing more:
 -- id, state, name, how many runs, the last run's start, end and worker.
+-- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
+-- to json.
 SELECT task_id, state, definition ->> '$.metadata.name' AS name, json_array_length(runs) AS runs,
        runs ->> '$[#-1].started' AS started, runs ->> '$[#-1].resolved' AS resolved,
        runs ->> '$[#-1].workerGroup' AS worker_group, runs ->> '$[#-1].workerId' AS worker_id
@@ -238,5 +170,7 @@ SELECT task_id, state, definition ->> '$.metadata.name' AS name, json_array_leng
 
 -- name: ui_group_graph
 -- The web UI's graph of a group: each task's id, state, name and dependencies (a JSON list).
+-- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
+-- to json.
 SELECT task_id, state, definition ->> '$.metadata.name' AS name, definition -> '$.dependencies' AS dependencies
   FROM tasks WHERE task_group_id = $1 ORDER BY task_id
