@@ -9,7 +9,8 @@ takes many: loading numbers them (`$1` for the first name to appear), and `param
 which name is which, so that a call passes them by keyword and can't misorder them.
 
 A block whose name starts with `_` is a fragment, not a query: another query of the same dialect
-includes it where it writes `{{_name}}` (two queries that share a long part say it once).
+(or a dialect's query, of a shared fragment) includes it where it writes `{{_name}}` (two queries
+that share a long part say it once).
 
 A line `-- literal: <name>` in a query says that its last parameter, an int, is written into the
 text instead of sent (`written_in`): PostgreSQL then caches a plan for each of its values rather
@@ -36,7 +37,7 @@ that SQLite goes without takes the blanks before it away with it. The words:
 
 A word not in the table, or one given an argument it does not take (or none it needs), fails
 loading, naming the query. A query keeps a dialect file of its own only when its shape differs
-(another statement, another JSON function), and a comment above it there says why;
+(another statement, another JSON function), and a `-- differs:` line in it says why;
 tests/storage/test_query_words.py keeps near copies out.
 """
 

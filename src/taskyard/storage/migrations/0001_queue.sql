@@ -1,5 +1,5 @@
 -- The queue's tables. Every instant is BIGINT epoch milliseconds; JSON is stored as text.
--- Dialect words are written as {{BIGSERIAL}}, replaced by the adapter.
+-- Dialect words are written as {{BIGSERIAL}}, replaced at load (storage/_queries.py, WORDS).
 
 CREATE TABLE tasks (
     task_id        TEXT PRIMARY KEY,
