@@ -37,7 +37,8 @@ test: $(STAMP)
 # browser, upgrade), the fuzzers (`make test` and `make chaos` run them), the RabbitMQ tests, and
 # the tests marked `postgres` or `slow`, or run on PostgreSQL by a parameter of their own (`-k`). A
 # new test joins by where it lives, its name and its marks. The target prints its own time at the
-# end, pass or fail. CHECK_ARGS adds pytest arguments (CHECK_ARGS=-x, CHECK_ARGS='-n 0').
+# end, pass or fail. CHECK_ARGS adds pytest arguments (CHECK_ARGS=-x, --lf, '-n 0'; not -m or -k,
+# which would replace the tier's own). docs/architecture.md, Tests, has the tiers.
 CHECK_SKIP = --ignore=tests/e2e --ignore=tests/cli --ignore=tests/browser --ignore=tests/upgrade \
 	--ignore-glob='tests/api/test_*fuzz*.py' --ignore-glob='tests/events/test_amqp*.py'
 CHECK_SELECT = -m 'not postgres and not slow' -k 'not [postgres'
