@@ -1,6 +1,8 @@
 # The two commands a newcomer needs are `make up` and `make test`. `up` installs only what
-# running taskyard needs; `test`, `lint`, `fmt`, `bench`, `chaos` and `install` add the development
-# extras. `chaos` is the fault campaign (bench/chaos.py: kills and restarts under load, on both
+# running taskyard needs; `test`, `check`, `lint`, `fmt`, `bench`, `chaos` and `install` add the
+# development extras. `test` is the whole suite and CI's command; `check` is the edit-test loop's
+# tier (lint, then the tests that run in one process on SQLite; under 2 minutes, see below).
+# `chaos` is the fault campaign (bench/chaos.py: kills and restarts under load, on both
 # databases), then the API fuzzer at 50,000 requests.
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +10,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test lint fmt bench chaos clean
+.PHONY: install up test check lint fmt bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,23 @@ up: $(RUNTIME)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# check: what `lint` runs, then every test of tests/ except what needs more than this process and
+# SQLite: the directories that drive `taskyard` processes, a browser or old releases (e2e, cli,
+# browser, upgrade), the fuzzers (`make test` and `make chaos` run them), the RabbitMQ tests, and
+# the tests marked `postgres` or `slow`, or run on PostgreSQL by a parameter of their own (`-k`). A
+# new test joins by where it lives, its name and its marks. The target prints its own time at the
+# end, pass or fail. CHECK_ARGS adds pytest arguments (CHECK_ARGS=-x, --lf, '-n 0'; not -m or -k,
+# which would replace the tier's own). docs/architecture.md, Tests, has the tiers.
+CHECK_SKIP = --ignore=tests/e2e --ignore=tests/cli --ignore=tests/browser --ignore=tests/upgrade \
+	--ignore-glob='tests/api/test_*fuzz*.py' --ignore-glob='tests/events/test_amqp*.py'
+CHECK_SELECT = -m 'not postgres and not slow' -k 'not [postgres'
+
+check: $(STAMP)
+	@start=$$(date +%s); \
+	$(BIN)/ruff check src tests bench && $(BIN)/ruff format --check src tests bench && $(BIN)/mypy && \
+	$(BIN)/pytest tests $(CHECK_SKIP) $(CHECK_SELECT) --durations=5 $(CHECK_ARGS); \
+	status=$$?; echo "make check: $$(( $$(date +%s) - start )) s"; exit $$status
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
