@@ -28,7 +28,12 @@ DEFAULT_EXPIRES_IN = "1y"
 PAGE_SIZE = 1000  # clients per listClients request (the server's maximum)
 # (flag, environment variable, help): the connection every command of this module needs, as
 # `cli/settings.py` declares it.
-CONNECTION = tuple((o.flag, o.variable, o.help) for o in settings.OPTIONS if settings.CLIENTS in o.commands)
+CONNECTION = tuple(
+    (o.flag, o.variable, o.help)
+    for o in settings.of(settings.CLIENTS)
+    if o.variable.startswith("TASKCLUSTER_")
+)
+CONTEXT = next(o for o in settings.of(settings.CLIENTS) if o.flag == "--context")
 TOKEN_LABEL = "Access token (shown only this once; it cannot be shown again):"
 
 
@@ -66,11 +71,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
         )
-    parser.add_argument(
-        "--context",
-        metavar="NAME",
-        help="a context of the config file (`taskyard config`) [env TASKYARD_CONTEXT]",
-    )
+    parser.add_argument("--context", metavar="NAME", help=f"{CONTEXT.help} [env {CONTEXT.variable}]")
 
 
 def connection_options() -> argparse.ArgumentParser:

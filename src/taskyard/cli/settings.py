@@ -642,7 +642,7 @@ OPTIONS: tuple[Option, ...] = (
         doc="the database, as given to `serve`",
     ),
     # The connection of a worker and of the commands that call the API (added by `cli/admin.py`,
-    # which also reads a context's; see docs/cli.md).
+    # which falls back on a context's, `cli/contexts.py`).
     Option(
         "--root-url",
         "the deployment's root URL, as `taskyard up` prints it",
@@ -680,6 +680,25 @@ OPTIONS: tuple[Option, ...] = (
         default="",
         parsed=False,
         shown="none",
+    ),
+    Option(
+        "--context",
+        "a context of the config file (`taskyard config`)",
+        ("worker", CLIENTS),
+        env="TASKYARD_CONTEXT",
+        default="",
+        parsed=False,
+        shown="the file's `current-context`",
+        doc="the context of the config file (`taskyard config`) the connection falls back on",
+    ),
+    Option(
+        "",
+        "the config file of contexts",
+        ("worker", CLIENTS),
+        env="TASKYARD_CONFIG",
+        default="",
+        shown="`$XDG_CONFIG_HOME/taskyard/config.yaml`, else `~/.config/taskyard/config.yaml`",
+        doc="the config file of contexts, written with mode 0600 (it holds access tokens)",
     ),
     # Read from their variables alone.
     Option(
