@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed
 
-.PHONY: install up test check lint fmt bench chaos clean
+.PHONY: install up test check lint fmt docs bench chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ lint: $(STAMP)
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
+
+# docs: rewrite docs/operations.md's table of options from their declaration (src/taskyard/cli/settings.py).
+docs: $(STAMP)
+	$(BIN)/python -m taskyard.cli.settings --write docs/operations.md
 
 # bench: every bench with --json into one directory (BENCH_OUT, else a new temporary one), then
 # bench/aims.py's table of the six speed aims, the peers beside taskyard (~13 min on a quiet 2-core

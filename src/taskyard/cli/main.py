@@ -48,14 +48,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     if command in (None, "serve"):
         serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
-        options.add_server_options(serve)
-        options.add(
-            serve,
-            "--processes",
-            help="API processes serving one port (above 1 needs PostgreSQL)",
-            default=1,
-            type=int,
-        )
+        options.add_declared(serve, "serve")
     if command in (None, "up"):
         _add_up(commands)
     if command is None:
@@ -66,8 +59,6 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from taskyard.cli import worker as worker_cli
-
     up = commands.add_parser(
         "up",
         help="run the server with a worker process beside it, on SQLite by default",
@@ -76,8 +67,7 @@ def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "DATA_DIR/work, with the root client's credentials. --capacity 0 runs no worker. Ctrl-C stops "
         "the worker first (its running tasks are resolved worker-shutdown), then the server.",
     )
-    options.add_server_options(up)
-    worker_cli.add_worker_options(up, capacity=worker_cli.cores())
+    options.add_declared(up, "up")
 
 
 def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
