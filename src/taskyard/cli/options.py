@@ -329,6 +329,7 @@ def server_config(values: dict[str, Any], environ: Mapping[str, str]) -> ServerC
         db=values["db"],
         root_access_token=root_access_token(values["data_dir"], environ),
         secret_key=secret_key(values["data_dir"], environ),
+        old_secret_key=environ.get("TASKYARD_OLD_SECRET_KEY", ""),
         queue=queue,
         artifacts=values["artifacts"],
         max_artifact_bytes=values["max_artifact_bytes"],
