@@ -4,7 +4,7 @@ navigation, a value shown only after a click, and axe-core's rules on both pages
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import taskcluster
@@ -16,7 +16,7 @@ from tests.e2e.conftest import Server
 
 def test_list_then_click_to_show_a_value(page: Any, site: Server, shot: Any) -> None:
     name = f"browser-{uuid.uuid4().hex[:8]}/deploy"
-    expires = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat().replace("+00:00", "Z")
+    expires = (datetime.now(UTC) + timedelta(days=1)).isoformat().replace("+00:00", "Z")
     taskcluster.Secrets(site.options()).set(
         name, {"secret": {"password": "hunter2-browser"}, "expires": expires}
     )
