@@ -17,6 +17,7 @@ ALLOWED = {
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
+    "secrets": {"model", "storage"},
     "api": {
         "model",
         "storage",
@@ -25,6 +26,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
         "config",
         "__init__",
     },
@@ -39,6 +41,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
         "config",
         "api",
         "__init__",
@@ -53,6 +56,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
         "api",
         "ui",
         "config",
@@ -72,6 +76,7 @@ DRIVERS = {
     # The web framework and the server stay at the edges: the HTTP API, and the command that serves it.
     "starlette": {"api", "ui", "cli"},
     "jinja2": {"ui"},
+    "cryptography": {"secrets"},  # the secrets service's encryption at rest
     "uvicorn": {"cli"},
 }
 

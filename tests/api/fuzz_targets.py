@@ -157,6 +157,7 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "testAuthenticate": {"clientScopes": ["a:*"], "requiredScopes": ["a:b"]},
         "createTaskGraph": graph,
         "extendTaskGraph": fuzz_graphs.extend_final(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskId"][::-1]),
+        "set": {"secret": {"token": "fuzzed", "n": [1, {"x": None}]}, "expires": tomorrow},
     }
 
 

@@ -62,17 +62,19 @@ from taskyard.model.errors import (
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage.port import WAIT_TIMEOUT
 
 
 @dataclass
 class Services:
     """What the routes need: the queue, the auth service (clients, roles, Hawk), the task-graph
-    scheduler and the body limit."""
+    scheduler, the secrets service and the body limit."""
 
     queue: Queue
     auth: Auth
     scheduler: Scheduler
+    secrets: Secrets
     max_body_bytes: int = 10 * 1024 * 1024
     started: float = field(default_factory=time.monotonic)
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
@@ -236,10 +238,11 @@ async def _run_watching_disconnect(receive: Receive, call: Call, route: Route) -
 
 
 def echo_payload(route: Route, params: dict[str, str]) -> Callable[[Any], Any] | None:
-    """How error bodies show the route's payload: createTask's with its defaults, others as sent."""
+    """How error bodies show the route's payload: createTask's with its defaults, a route's own
+    `echo` (a secret's value left out), others as sent."""
     if route.name == "createTask":
         return functools.partial(task_definition.with_defaults, params.get("taskId", ""))
-    return None
+    return route.echo
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -489,6 +492,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
+    routes += routes_for("/api/secrets/v1", tables["secrets"], services)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

@@ -135,6 +135,9 @@ class Route:
     service_checks_input: bool = False
     # The 200 answer's schema, for the OpenAPI document (api/openapi.py); None: not described yet.
     output: schema.Schema | None = None
+    # How error bodies' `requestInfo.payload` shows the body (None: as sent): a body holding a
+    # secret value is shown without it (`secrets_v1.set`).
+    echo: Callable[[JSONValue], JSONValue] | None = None
 
     @property
     def edge_input(self) -> schema.Schema | None:

@@ -46,6 +46,8 @@ from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
 from taskyard.scheduler import reactions
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets import store as secret_store
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.ui.app import Pages
 
@@ -104,10 +106,12 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
         scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
+        secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
         services = Services(
             queue,
             auth,
             scheduler,
+            secrets,
             max_body_bytes=config.queue.max_body_bytes,
             root_url=config.root_url,
             blob_origin=config.blob_origin or None,
@@ -132,6 +136,15 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
             asyncio.create_task(
                 clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
+            ),
+            asyncio.create_task(
+                resolvers.run_forever(
+                    "secrets-upkeep",
+                    lambda: secret_store.upkeep(secrets),
+                    config.queue.expiry_interval,
+                    lead=storage.lead,
+                ),
+                name="secrets-upkeep",
             ),
         ]
         opened.push_async_callback(_stop, loops)

@@ -721,8 +721,21 @@ OPTIONS: tuple[Option, ...] = (
         default="",
         read=_stored_secret("TASKYARD_SECRET_KEY", "secret-key"),
         shown="read from, or generated into, `<data-dir>/secret-key`",
-        doc="derives stored clients' tokens and the keys of signed URLs; every process of a deployment "
-        "needs the same key (a server refuses to start with a different one)",
+        doc="derives stored clients' tokens, the keys of signed URLs and the key that encrypts stored "
+        "secrets; every process of a deployment needs the same key (a server refuses to start with a "
+        "different one)",
+    ),
+    Option(
+        "",
+        "the secret key before a change",
+        SERVERS,
+        "ServerConfig.old_secret_key",
+        env="TASKYARD_OLD_SECRET_KEY",
+        default="",
+        read=lambda values, environ: environ.get("TASKYARD_OLD_SECRET_KEY", ""),
+        shown="unset",
+        doc="the secret key before a change: stored secrets it encrypted are still read, and "
+        "re-encrypted under the new key ([Secrets at rest](#secrets-at-rest))",
     ),
     Option(
         "",
