@@ -50,6 +50,7 @@ from taskyard.api.tables import service_tables
 from taskyard.auth import hawk
 from taskyard.auth.service import Auth
 from taskyard.events.feed import EventFeed
+from taskyard.internals.web import json_response
 from taskyard.model import dates, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
@@ -95,28 +96,6 @@ class Services:
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """A JSON answer (`None`: an empty body), its headers laid out as Starlette's `Response` lays
-    them out: the given ones, then `content-length` and `content-type` unless given."""
-    answer = Response.__new__(Response)
-    answer.status_code, answer.background = status, None
-    answer.body = content = b"" if body is None else orjson.dumps(body)
-    if body is not None:
-        answer.media_type = "application/json"
-    if headers:
-        answer.init_headers(headers)
-    elif status < 200 or status in (204, 304):
-        answer.raw_headers = [] if body is None else [_JSON_TYPE]
-    else:
-        answer.raw_headers = [(b"content-length", b"%d" % len(content))]
-        if body is not None:
-            answer.raw_headers.append(_JSON_TYPE)
-    return answer
-
-
-_JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def read_body(request: Request, limit: int) -> bytes:

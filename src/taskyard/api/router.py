@@ -20,11 +20,12 @@ import re
 from typing import Any
 from urllib.parse import unquote
 
-from starlette._utils import get_route_path
 from starlette.convertors import FloatConvertor, IntegerConvertor, StringConvertor, UUIDConvertor
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
+
+from taskyard.internals.web import get_route_path
 
 DEPTH = 6  # slashes of a route's literal start used as its key: `/api/queue/v1/task/` has 5
 
