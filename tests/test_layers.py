@@ -17,6 +17,7 @@ ALLOWED = {
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
+    "index": {"model", "storage", "events", "queue"},
     "api": {
         "model",
         "storage",
@@ -25,6 +26,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "index",
         "config",
         "__init__",
     },
@@ -53,6 +55,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "index",
         "api",
         "ui",
         "config",
