@@ -344,7 +344,7 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return render(error, NO_CALL)
 
 
-_PATH_TAIL = re.compile(r"/\{(\w+):path\}$")
+_PATH_TAIL = re.compile(r"^[^{]*/\{(\w+):path\}$")  # a path whose one parameter is its tail
 
 
 def routes_for(
@@ -358,7 +358,7 @@ def routes_for(
         paths = [r.path] + ([r.path.rstrip("/")] if len(r.path) > 1 and r.path.endswith("/") else [])
         found += [kind(prefix + path, endpoint(r, services), methods=[r.method]) for path in paths]
         if empty_tails and (tail := _PATH_TAIL.search(r.path)):
-            bare = prefix + r.path[: tail.start()]
+            bare = prefix + r.path[: r.path.rindex("/{")]
             found.append(EmptyTailRoute(bare, endpoint(r, services), methods=[r.method], param=tail[1]))
     return found
 

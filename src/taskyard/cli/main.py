@@ -33,9 +33,9 @@ SERVER_COMMANDS = ("serve", "up")
 
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
-    from taskyard.cli import admin, graphs, tasks
+    from taskyard.cli import admin, graphs, index, tasks
 
-    return (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, "queue", "api")
+    return (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, *index.COMMANDS, "queue", "api")
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -81,7 +81,7 @@ def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from taskyard.cli import admin, api_call, contexts, db, graphs, lists, tasks, utilities
+    from taskyard.cli import admin, api_call, contexts, db, graphs, index, lists, tasks, utilities
     from taskyard.cli import events as events_cli
     from taskyard.cli import worker as worker_cli
 
@@ -90,6 +90,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     admin.add_commands(commands)
     tasks.add_commands(commands)
     graphs.add_commands(commands)
+    index.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)
