@@ -41,6 +41,7 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "index",
         "config",
         "api",
         "__init__",
