@@ -54,6 +54,11 @@ def test_insert_then_find_echoes_the_full_path(index: taskcluster.Index) -> None
     assert found == stored and found["data"] == {"k": [1, "v"]}
     with refused(404, "ResourceNotFound"):
         index.findTask(f"{path}.missing")
+    assert index.deleteTask(path) == {} and index.deleteTask(path) == {}  # also when gone
+    with refused(404, "ResourceNotFound"):
+        index.findTask(path)
+    assert index.listNamespaces(path.rsplit(".", 1)[0])["namespaces"] == []  # namespaces stay
+    assert [n["name"] for n in index.listNamespaces(path.split(".")[0])["namespaces"]] == ["a"]
 
 
 def test_a_lower_rank_never_replaces_a_higher_one(index: taskcluster.Index) -> None:
