@@ -125,3 +125,21 @@ async def test_a_lower_rank_keeps_the_entry_and_an_equal_one_replaces_it(
     assert (await entries.insert_task(index, "r.x", Entry(second, 4, {"no": 1}, until)))["taskId"] == first
     assert (await entries.insert_task(index, "r.x", Entry(third, 5, {}, until)))["taskId"] == third
     assert await found(index, "r.x") == third
+
+
+async def test_find_tasks_at_index_pages_through_many_unknown_paths(
+    index: Index, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(entries, "LOOKUPS", 10)
+    task_id = new_id()
+    await entries.insert_task(index, "many.p25", Entry(task_id, 0, {}, clock.now + DAY_MS))
+    paths = [f"many.p{i}" for i in range(30)]
+    pages, token, seen = 0, None, []
+    while True:
+        answer = await entries.find_tasks_at_index(index, paths, paging.Query(1000, token))
+        pages += 1
+        seen += [t["namespace"] for t in answer["tasks"]]
+        token = answer.get("continuationToken")
+        if token is None:
+            break
+    assert (pages, seen) == (3, ["many.p25"])

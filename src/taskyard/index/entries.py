@@ -19,6 +19,7 @@ from taskyard.model.types import JSONObject
 from taskyard.storage.port import Row, Tx
 
 SWEEP_BATCH = 1000
+LOOKUPS = paging.MAX_LIMIT  # paths findTasksAtIndex looks up for one page, found or not
 
 
 class Namespace(TypedDict):
@@ -91,14 +92,15 @@ async def find_task(ix: Index, path: str) -> IndexedTask:
 async def find_tasks_at_index(ix: Index, paths: list[str], page: paging.Query) -> FoundTasks:
     """findTasksAtIndex: the unexpired entries at `paths`, in the order asked, each path once,
     unknown ones skipped. The token is where in `paths` the next page starts (valid only with the
-    same body, as TaskCluster says of its own)."""
+    same body, as TaskCluster says of its own). A page looks up at most LOOKUPS paths, so a body of
+    many unknown paths is answered a page at a time like any other, each with its token."""
     start = paging.offset(page)
     unique = list(dict.fromkeys(paths))
     found: list[IndexedTask] = []
     position = start
     now = ix.clock()
     async with ix.storage.reader() as session:
-        while position < len(unique) and len(found) < page.limit:
+        while position < len(unique) and len(found) < page.limit and position - start < LOOKUPS:
             path = unique[position]
             position += 1
             if "." not in path:
