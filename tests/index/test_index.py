@@ -143,3 +143,19 @@ async def test_find_tasks_at_index_pages_through_many_unknown_paths(
         if token is None:
             break
     assert (pages, seen) == (3, ["many.p25"])
+
+
+async def test_in_one_batch_the_later_of_equal_ranks_wins_and_a_lower_one_never_does(
+    index: Index, queue: Queue, clock: FakeClock, published: Published
+) -> None:
+    first = await run_task(
+        queue, clock, routes=["index.b.same", "index.b.high"], extra={"index": {"rank": 5}}
+    )
+    second = await run_task(
+        queue, clock, routes=["index.b.same", "index.b.high"], extra={"index": {"rank": 1}}
+    )
+    third = await run_task(queue, clock, routes=["index.b.same"], extra={"index": {"rank": 5}})
+    await published.collect()
+    await indexing.index_completed(index)
+    assert await found(index, "b.same") == third and await found(index, "b.high") == first
+    assert second

@@ -52,30 +52,40 @@ def _answer(path: str, row: Row) -> IndexedTask:
     }
 
 
-async def insert_tx(ix: Index, tx: Tx, path: str, entry: Entry) -> Row:
-    """Store `entry` at `path` by the rank rules, with the namespaces above it; answer the row
-    that is there afterwards (the old one, when it outranks `entry`)."""
-    namespace, name = split(path)
-    data = orjson.dumps(entry.data).decode()
+async def insert_many_tx(ix: Index, tx: Tx, items: list[tuple[str, Entry]]) -> list[Row]:
+    """Store each (path, entry) by the rank rules (a path given twice: in the order given), then
+    the namespaces above the entries written; answer, for each, the row there afterwards (the old
+    one when it outranks the entry).
+
+    Every writer locks rows in one order, entries by key, then namespaces by key (a path's own
+    from the root down), so that two on PostgreSQL never wait for each other in a cycle."""
+    order = sorted(range(len(items)), key=lambda i: split(items[i][0]))  # stable: repeats in order
+    rows: dict[int, Row] = {}
+    namespaces: dict[tuple[str, str], int] = {}
     now = ix.clock()
-    wrote = await tx.execute(
-        "upsert_indexed_task", namespace, name, entry.rank, entry.task_id, data, entry.expires, now
-    )
-    if wrote:
-        expires = namespace_expiry(entry.expires)
-        levels = namespace_levels(namespace)
-        if levels:
-            await tx.executemany("ensure_index_namespace", [(p, n, expires) for p, n in levels])
-        return {"task_id": entry.task_id, "rank": entry.rank, "data": data, "expires": entry.expires}
-    row = await tx.fetchrow("get_indexed_task", namespace, name)
-    assert row is not None  # the conflict that kept it is in this transaction's snapshot
-    return row
+    for i in order:
+        path, entry = items[i]
+        namespace, name = split(path)
+        data = orjson.dumps(entry.data).decode()
+        args = (namespace, name, entry.rank, entry.task_id, data, entry.expires, now)
+        if await tx.execute("upsert_indexed_task", *args):
+            rows[i] = {"task_id": entry.task_id, "rank": entry.rank, "data": data, "expires": entry.expires}
+            for level in namespace_levels(namespace):
+                namespaces[level] = max(namespaces.get(level, 0), namespace_expiry(entry.expires))
+        else:
+            row = await tx.fetchrow("get_indexed_task", namespace, name)
+            assert row is not None  # the conflict that kept it is in this transaction's snapshot
+            rows[i] = row
+    if namespaces:
+        ensured = [(parent, name, expires) for (parent, name), expires in sorted(namespaces.items())]
+        await tx.executemany("ensure_index_namespace", ensured)
+    return [rows[i] for i in range(len(items))]
 
 
 async def insert_task(ix: Index, path: str, entry: Entry) -> IndexedTask:
     """insertTask: store `entry` at `path` (the rank rules decide); answer what is stored."""
     async with ix.storage.transaction() as tx:
-        row = await insert_tx(ix, tx, path, entry)
+        (row,) = await insert_many_tx(ix, tx, [(path, entry)])
     return _answer(path, row)
 
 

@@ -23,7 +23,7 @@ import orjson
 from taskyard.events import log as event_log
 from taskyard.index import entries
 from taskyard.index.service import EXPIRY_SWEEPER, INDEXER, Index
-from taskyard.model.index_paths import entry_of_task, paths_of_routes
+from taskyard.model.index_paths import Entry, entry_of_task, paths_of_routes
 from taskyard.queue import resolvers
 from taskyard.queue import service as queue_service
 from taskyard.storage.port import Tx, run_in_transaction
@@ -51,31 +51,35 @@ async def _batch_tx(ix: Index, tx: Tx, end: event_log.End) -> int:
             end.pruned,
         )
     rows = await tx.fetch("completed_index_events", through, end.newest, BATCH)
+    items: list[tuple[str, Entry]] = []
     for row in rows:
-        await _index_event_tx(ix, tx, orjson.loads(row["body"]))
+        items += await _entries_tx(tx, orjson.loads(row["body"]))
+    if items:
+        await entries.insert_many_tx(ix, tx, items)
     full = len(rows) == BATCH
     await tx.execute("move_index_cursor", int(rows[-1]["id"]) if full else end.newest)
     return len(rows) if full else 0
 
 
-async def _index_event_tx(ix: Index, tx: Tx, body: object) -> None:
+async def _entries_tx(tx: Tx, body: object) -> list[tuple[str, Entry]]:
+    """What the completed task an event names is indexed as: (path, entry) for each of its
+    `index.` routes; none when it is gone, not completed (rerun since) or its extra.index unusable."""
     status = body.get("status") if isinstance(body, dict) else None
     task_id = status.get("taskId") if isinstance(status, dict) else None
     if not isinstance(task_id, str):
-        return
+        return []
     row = await tx.fetchrow("get_task", task_id)
     if row is None:
-        return  # expired and swept since
+        return []  # expired and swept since
     rec = queue_service.record_from_row(row)
     if rec.state != "completed":
-        return  # rerun since: indexed when it completes again
+        return []  # rerun since: indexed when it completes again
     paths = paths_of_routes(rec.definition.get("routes"))
     entry = entry_of_task(task_id, rec.definition, expires=rec.expires, created=rec.created)
     if entry is None:
         log.info("task %s completed with an unusable extra.index; not indexed", task_id)
-        return
-    for path in paths:
-        await entries.insert_tx(ix, tx, path, entry)
+        return []
+    return [(path, entry) for path in paths]
 
 
 async def run_forever(ix: Index) -> None:
