@@ -147,6 +147,12 @@ def test_secrets_api(case: schemathesis.Case, server: Server) -> None:
     check(case, server.send(case, "secrets"))
 
 
+@SCHEMAS["index"].parametrize()
+@FUZZ
+def test_index_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "index"))
+
+
 def test_every_service_is_fuzzed() -> None:
     """A service added to the route tables gets a test above, or this fails naming it."""
     fuzzed = {name.removeprefix("test_").removesuffix("_api") for name in globals() if name.endswith("_api")}

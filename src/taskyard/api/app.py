@@ -43,13 +43,14 @@ from taskyard.api.errors import (
     render_for,
 )
 from taskyard.api.limits import check_content_length
-from taskyard.api.router import IndexedRouter, RawPathRoute
+from taskyard.api.router import EmptyTailRoute, IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
 from taskyard.api.streams import StreamAnswer
 from taskyard.api.tables import service_tables
 from taskyard.auth import hawk
 from taskyard.auth.service import Auth
 from taskyard.events.feed import EventFeed
+from taskyard.index.service import Index
 from taskyard.internals.web import json_response
 from taskyard.model import dates, task_definition
 from taskyard.model.errors import (
@@ -93,6 +94,11 @@ class Services:
     async def expand(self, scopes: Iterable[str]) -> list[str]:
         """Role-expand `scopes` with the deployment's roles."""
         return await self.auth.expand(scopes)
+
+    @functools.cached_property
+    def index(self) -> Index:
+        """The index service, on the queue's storage and clock."""
+        return Index(self.queue)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -321,15 +327,22 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return render(error, NO_CALL)
 
 
+_PATH_TAIL = re.compile(r"^[^{]*/\{(\w+):path\}$")  # a path whose one parameter is its tail
+
+
 def routes_for(
-    prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False
+    prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False, empty_tails: bool = False
 ) -> list[StarletteRoute]:
-    """Starlette routes for a service's table; a path ending in `/` also answers without it."""
+    """Starlette routes for a service's table; a path ending in `/` also answers without it, and
+    with `empty_tails` one ending in `/{param:path}` without that, the parameter empty."""
     kind = RawPathRoute if raw_paths else StarletteRoute
     found = []
     for r in table:
         paths = [r.path] + ([r.path.rstrip("/")] if len(r.path) > 1 and r.path.endswith("/") else [])
         found += [kind(prefix + path, endpoint(r, services), methods=[r.method]) for path in paths]
+        if empty_tails and (tail := _PATH_TAIL.search(r.path)):
+            bare = prefix + r.path[: r.path.rindex("/{")]
+            found.append(EmptyTailRoute(bare, endpoint(r, services), methods=[r.method], param=tail[1]))
     return found
 
 
@@ -472,6 +485,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
     routes += routes_for("/api/secrets/v1", tables["secrets"], services)
+    routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

@@ -33,9 +33,17 @@ SERVER_COMMANDS = ("serve", "up")
 
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
-    from taskyard.cli import admin, graphs, secret_commands, tasks
+    from taskyard.cli import admin, graphs, index, secret_commands, tasks
 
-    return (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, *secret_commands.COMMANDS, "queue", "api")
+    return (
+        *admin.COMMANDS,
+        *tasks.COMMANDS,
+        *graphs.COMMANDS,
+        *index.COMMANDS,
+        *secret_commands.COMMANDS,
+        "queue",
+        "api",
+    )
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -71,7 +79,18 @@ def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from taskyard.cli import admin, api_call, contexts, db, graphs, lists, secret_commands, tasks, utilities
+    from taskyard.cli import (
+        admin,
+        api_call,
+        contexts,
+        db,
+        graphs,
+        index,
+        lists,
+        secret_commands,
+        tasks,
+        utilities,
+    )
     from taskyard.cli import events as events_cli
     from taskyard.cli import worker as worker_cli
 
@@ -80,6 +99,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     admin.add_commands(commands)
     tasks.add_commands(commands)
     graphs.add_commands(commands)
+    index.add_commands(commands)
     secret_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
@@ -113,6 +133,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  web UI:        {config.root_url}/",
             f"  queue API:     {config.root_url}/api/queue/v1/",
             f"  auth API:      {config.root_url}/api/auth/v1/",
+            f"  index API:     {config.root_url}/api/index/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,

@@ -39,6 +39,7 @@ from taskyard.events import open_bus
 from taskyard.events.feed import EventFeed
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.profiles import Profiles
+from taskyard.index import indexing
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs, poll, resolvers
@@ -126,6 +127,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
         )
+        await services.index.start()
         app = build_app(services, site=Pages(services))  # the web UI, built on its first request
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
@@ -134,6 +136,8 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             ),
             *resolvers.start_all(queue),
             asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
+            asyncio.create_task(indexing.run_forever(services.index), name="indexer"),
+            asyncio.create_task(indexing.sweep_forever(services.index), name="index-expiry"),
             asyncio.create_task(
                 clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
             ),
