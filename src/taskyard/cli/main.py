@@ -134,6 +134,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  queue API:     {config.root_url}/api/queue/v1/",
             f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  index API:     {config.root_url}/api/index/v1/",
+            f"  secrets API:   {config.root_url}/api/secrets/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,
