@@ -51,6 +51,7 @@ from taskyard.model import dates, slugid
 from taskyard.model.messages import Message, task_message
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 
@@ -223,7 +224,8 @@ async def measure_stream(
     await auth.start()
     issuer = (static.QUEUE_CLIENT_ID, static.derived_token("bench-token", static.QUEUE_CLIENT_ID))
     queue = Queue(storage, QueueConfig(), credentials_issuer=issuer)
-    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed)
+    secrets = Secrets(storage, secret_key="bench")
+    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), secrets, events=feed)
     server = uvicorn.Server(uvicorn.Config(build_app(services), port=0, log_level="warning", lifespan="off"))
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

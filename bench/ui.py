@@ -57,6 +57,7 @@ from taskyard.model.task_definition import TaskDefinition
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.ui.app import Pages
 
@@ -117,7 +118,8 @@ async def open_services(db_url: str) -> Services:
     await roles.update_role(auth, "anonymous", "anyone may read the bench's groups", public, guard=ALLOW_ALL)
     queue = Queue(storage, QueueConfig(), credentials_issuer=("bench", TOKEN))
     await queue.start()
-    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand))
+    secrets = Secrets(storage, secret_key="bench")
+    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand), secrets=secrets)
 
 
 async def measure_metrics(services: Services, n: int, queues: int) -> None:

@@ -38,6 +38,7 @@ from taskyard.queue.livelogs import StreamUrls
 from taskyard.queue.poll import PollKeys
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
 from tests.events.rabbit import PrivateRabbit, private_rabbit_unavailable
@@ -281,6 +282,12 @@ async def queue(
 def scheduler(queue: Queue, auth: Auth) -> Scheduler:
     """The task-graph scheduler on the test's queue, expanding graph scopes with `auth`'s roles."""
     return Scheduler(queue, expand=auth.expand)
+
+
+@pytest.fixture
+def secrets(storage: Storage, clock: FakeClock) -> Secrets:
+    """The secrets service on the test's storage, its values sealed with a key from SECRET_KEY."""
+    return Secrets(storage, secret_key=SECRET_KEY, clock=clock)
 
 
 @pytest.fixture

@@ -11,12 +11,16 @@ SRC = Path(__file__).parent.parent / "src" / "taskyard"
 # What each package may import from taskyard (besides itself), and which drivers it may use.
 ALLOWED = {
     "model": set(),
-    "storage": {"model"},
+    # Every use of a dependency's internals, a module per dependency (see INTERNALS below).
+    "internals": set(),
+    "storage": {"model", "internals"},
     "artifacts": {"model"},
     "events": {"model", "storage"},
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
+    "secrets": {"model", "storage"},
+    "index": {"model", "storage", "events", "queue"},
     "api": {
         "model",
         "storage",
@@ -25,7 +29,10 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
+        "index",
         "config",
+        "internals",
         "__init__",
     },
     # The web UI sits on the API: every page reads and acts through the API's call pipeline (so
@@ -39,8 +46,11 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
+        "index",
         "config",
         "api",
+        "internals",
         "__init__",
     },
     # The worker is a client of the API: it signs requests, and never reaches into the server.
@@ -53,11 +63,14 @@ ALLOWED = {
         "auth",
         "queue",
         "scheduler",
+        "secrets",
+        "index",
         "api",
         "ui",
         "config",
         "worker",
         "lockfile",
+        "internals",
         "__init__",
     },
 }
@@ -70,10 +83,16 @@ DRIVERS = {
     "botocore": {"artifacts"},
     "aiohttp": {"worker"},
     # The web framework and the server stay at the edges: the HTTP API, and the command that serves it.
-    "starlette": {"api", "ui", "cli"},
+    "starlette": {"api", "ui", "cli", "internals"},
     "jinja2": {"ui"},
-    "uvicorn": {"cli"},
+    "cryptography": {"secrets"},  # the secrets service's encryption at rest
+    "uvicorn": {"cli", "internals"},
 }
+# Each module of `internals/`, and the driver whose internals it holds (None: the standard
+# library's): a package imports it only if it may import that driver.
+INTERNALS = {"web": "starlette", "server": "uvicorn", "locks": None}
+# Modules of a dependency that are its internals though their names are not private.
+PRIVATE_MODULES = ("uvicorn.protocols",)
 
 
 def imports(path: Path) -> set[str]:
@@ -97,6 +116,41 @@ def test_package_imports_only_lower_layers(package: str) -> None:
                 assert target == package or target in ALLOWED[package], f"{path.name} imports {name}"
             elif top in DRIVERS:
                 assert package in DRIVERS[top], f"{path.name} imports the driver {name}"
+
+
+def test_a_package_imports_only_the_internals_of_drivers_it_may_use() -> None:
+    assert {path.stem for path in (SRC / "internals").glob("*.py")} == {"__init__", *INTERNALS}
+    for package in ALLOWED:
+        for path in (SRC / package).rglob("*.py"):
+            for name in imports(path):
+                if name.startswith("taskyard.internals."):
+                    driver = INTERNALS[name.split(".")[2]]
+                    assert driver is None or package in DRIVERS[driver], f"{path.name} imports {name}"
+
+
+def private_uses(path: Path) -> set[str]:
+    """What `path` imports of a dependency's (or the standard library's) private names and modules."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules = [node.module]
+            found.update(f"{node.module}.{a.name}" for a in node.names if a.name.startswith("_"))
+        for module in modules:
+            if module.startswith(PRIVATE_MODULES) or any(part.startswith("_") for part in module.split(".")):
+                found.add(module)
+    return {name for name in found if not name.startswith(("taskyard.", "__future__"))}
+
+
+def test_only_internals_imports_a_dependencys_private_names() -> None:
+    """A private name or module of a dependency is imported in `internals/` alone, where each use
+    says why and `tests/test_internals.py` checks it against the versions it knows."""
+    for path in SRC.rglob("*.py"):
+        if path.parent.name != "internals":
+            assert not private_uses(path), f"{path.relative_to(SRC)} imports {sorted(private_uses(path))}"
+    assert private_uses(SRC / "internals" / "web.py")  # the check sees what it looks for
 
 
 def test_the_api_never_imports_the_ui() -> None:

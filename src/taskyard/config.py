@@ -45,6 +45,9 @@ class ServerConfig:
     # Derives the access tokens of the clients stored in the database; every process of one
     # deployment needs the same key.
     secret_key: str = field(default="", repr=False)
+    # The secret key before a change: stored secrets it sealed are still read, and re-sealed under
+    # `secret_key` in the background (docs/operations.md, Rotating the secret key); "" when none.
+    old_secret_key: str = field(default="", repr=False)
     queue: QueueConfig = field(default_factory=QueueConfig)
     # Where s3-type artifacts' bytes go: file:///dir or s3://bucket?endpoint=...&region=...
     artifacts: str = ""

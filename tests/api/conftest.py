@@ -30,6 +30,7 @@ from taskyard.model import dates, slugid
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage.counting import Tally
 from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock
 
@@ -265,8 +266,8 @@ def live_log_urls() -> livelogs.StreamUrls:
 
 
 @pytest.fixture
-def services(queue: Queue, auth: Auth) -> Services:
-    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand))
+def services(queue: Queue, auth: Auth, secrets: Secrets) -> Services:
+    return Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand), secrets=secrets)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import re
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,10 +87,14 @@ class State:
     azure: fuzz_azure.Azure = field(default_factory=lambda: fuzz_azure.Azure([], [], []))
 
 
+_EMPTY_TAIL = re.compile(r"/\{\w+:path\}$")  # the index's lists also answer without their namespace
+
+
 def _table_route(prefix_path: str, method: str) -> Route | None:
     for prefix, table in TABLES.items():
         for r in table:
-            if method == r.method and prefix_path in (prefix + r.path, prefix + r.path.rstrip("/")):
+            paths = (prefix + r.path, prefix + r.path.rstrip("/"), prefix + _EMPTY_TAIL.sub("", r.path))
+            if method == r.method and prefix_path in paths:
                 return r
     return None
 
@@ -156,7 +161,10 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "authenticateHawk": {"method": "get", "resource": "/", "host": HOST, "port": 80},
         "testAuthenticate": {"clientScopes": ["a:*"], "requiredScopes": ["a:b"]},
         "createTaskGraph": graph,
+        "insertTask": {"taskId": GOOD_PARAMS["taskId"], "rank": 1, "data": {"a": [1]}, "expires": tomorrow},
+        "findTasksAtIndex": {"indexes": ["fuzz.latest", "fuzz.missing", "nodot"]},
         "extendTaskGraph": fuzz_graphs.extend_final(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskId"][::-1]),
+        "set": {"secret": {"token": "fuzzed", "n": [1, {"x": None}]}, "expires": tomorrow},
     }
 
 

@@ -37,6 +37,7 @@ from taskyard.events.profiles import Profiles
 from taskyard.model.messages import Message
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage.port import Storage
 from taskyard.ui.app import Pages
 from tests.api.conftest import ROOT, Api, Credentials, assert_error, hawk_header
@@ -70,12 +71,14 @@ class Served:
 
 
 @pytest.fixture
-async def served(queue: Queue, auth: Auth, storage: Storage, clock: FakeClock) -> AsyncIterator[Served]:
+async def served(
+    queue: Queue, auth: Auth, secrets: Secrets, storage: Storage, clock: FakeClock
+) -> AsyncIterator[Served]:
     feed = EventFeed(storage, Profiles(root_url="http://example.invalid"), buffer=20, poll_seconds=60.0)
     await feed.start()
     bus = MemoryBus()
     relay = OutboxRelay(storage, bus, clock=clock)
-    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), events=feed)
+    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), secrets, events=feed)
     app = build_app(services, Pages(services))  # with the web UI, as `taskyard serve` builds it
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))

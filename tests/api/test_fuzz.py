@@ -33,7 +33,9 @@ from starlette.routing import Route as StarletteRoute
 
 from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
+from taskyard.index import entries
 from taskyard.model import dates, schema, slugid, task_definition
+from taskyard.model.index_paths import Entry
 from taskyard.queue.livelogs import StreamUrls
 from taskyard.ui.app import Pages
 from tests.api import fuzz_azure, fuzz_graphs
@@ -95,6 +97,8 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
     client_token = await auth_records(api, expires)
     graphs = await task_graphs(api)
     azure = await poll_queues(api)
+    indexed = Entry(task_id, 0, {"k": "v"}, api.clock() + dates.HOUR)
+    await entries.insert_task(api.services.index, "fuzz.latest", indexed)
 
     def sign_livelog(task: str, run: str, until: int) -> str:
         signature = live_log_urls.signer.sign((task, run, str(until)))
@@ -114,6 +118,8 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         "queue": azure.names(),
         "message_id": [m.message_id for m in azure.messages],
         "rest": ["x"],
+        "indexPath": ["fuzz.latest", "fuzz.missing", "root"],
+        "namespace": ["fuzz", "fuzz.latest", "fuzz.new.entry"],
     }
     return State(
         now=api.clock(),

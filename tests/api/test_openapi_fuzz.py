@@ -31,6 +31,7 @@ from taskyard.queue import livelogs
 from taskyard.queue.poll import PollKeys
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from tests.api.conftest import BASE, ROOT, hawk_header
 from tests.conftest import QUEUE_ISSUER, ROOT_TOKEN, SECRET_KEY
@@ -83,7 +84,9 @@ class Server:
             poll_keys=PollKeys(BASE, SECRET_KEY),
         )
         await queue.start()
-        app = build_app(Services(queue=queue, auth=auth, scheduler=Scheduler(queue, expand=auth.expand)))
+        scheduler = Scheduler(queue, expand=auth.expand)
+        secrets = Secrets(self.storage, secret_key=SECRET_KEY)
+        app = build_app(Services(queue=queue, auth=auth, scheduler=scheduler, secrets=secrets))
         transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
         return httpx.AsyncClient(transport=transport, base_url=BASE)
 
@@ -136,6 +139,18 @@ def test_auth_api(case: schemathesis.Case, server: Server) -> None:
 @FUZZ
 def test_scheduler_api(case: schemathesis.Case, server: Server) -> None:
     check(case, server.send(case, "scheduler"))
+
+
+@SCHEMAS["secrets"].parametrize()
+@FUZZ
+def test_secrets_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "secrets"))
+
+
+@SCHEMAS["index"].parametrize()
+@FUZZ
+def test_index_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "index"))
 
 
 def test_every_service_is_fuzzed() -> None:

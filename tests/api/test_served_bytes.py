@@ -19,6 +19,7 @@ from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.ui.app import Pages
 from tests.api.conftest import BASE, Api, assert_error
 from tests.api.test_artifacts import create, put, running_task
@@ -48,11 +49,12 @@ def live_log_urls(origin: str) -> livelogs.StreamUrls:
 
 
 @pytest.fixture
-def services(queue: Queue, auth: Auth, origin: str) -> Services:
+def services(queue: Queue, auth: Auth, secrets: Secrets, origin: str) -> Services:
     return Services(
         queue=queue,
         auth=auth,
         scheduler=Scheduler(queue, expand=auth.expand),
+        secrets=secrets,
         root_url=BASE,
         blob_origin=None if origin == BASE else origin,
     )

@@ -11,3 +11,5 @@ def test_the_banner_names_the_web_ui_at_the_root_url() -> None:
     lines = shown.splitlines()
     assert "  web UI:        https://ci.example.com/" in lines
     assert "  queue API:     https://ci.example.com/api/queue/v1/" in lines
+    assert "  index API:     https://ci.example.com/api/index/v1/" in lines
+    assert "  secrets API:   https://ci.example.com/api/secrets/v1/" in lines

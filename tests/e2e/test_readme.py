@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -76,3 +79,39 @@ def test_the_python_quick_start_completes_a_task(up: Server) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "completed"
+
+
+def test_the_worker_client_example_lets_a_worker_claim(up: Server, tmp_path: Path) -> None:
+    """Scaling out's role and client, then its worker command with the printed token: the queue
+    accepts the worker's claimWork (it is listed as seen) and SIGINT stops it as documented."""
+    env = {**environment(up), "PATH": f"{TASKYARD.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    setup = subprocess.run(
+        ["bash", "-e", "-c", block("sh", "A worker's client needs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert setup.returncode == 0, setup.stderr
+    token = setup.stdout.strip().splitlines()[-1].strip()
+    words = shlex.split(block("sh", "`client create` prints").replace("\\\n", " "))
+    assignments = dict(word.split("=", 1) for word in words if re.fullmatch(r"[A-Z_]+=.*", word))
+    argv = [word for word in words if word.split("=", 1)[0] not in assignments]
+    assert assignments.pop("TASKCLUSTER_ACCESS_TOKEN") == "..." and argv[0] == "taskyard"
+    worker_env = {**env, **assignments, "TASKCLUSTER_ACCESS_TOKEN": token}
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen([str(TASKYARD), *argv[1:]], env=worker_env, cwd=tmp_path, stderr=log)
+    try:
+        for _ in range(300):
+            listed = taskyard(up, "worker", "list", "--json")
+            if "laptop" in listed.stdout and '"w1"' in listed.stdout:
+                break
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the worker laptop/w1 was never seen: {listed.stdout}")
+    finally:
+        worker.send_signal(signal.SIGINT)
+        status = worker.wait(timeout=60)
+        log.close()
+    assert status == 71, (tmp_path / "worker.log").read_text()

@@ -17,6 +17,9 @@ SELECT :a AS a
 def test_a_fragment_is_included_where_named_and_is_no_query(monkeypatch: pytest.MonkeyPatch) -> None:
     files = {"sql/queries.sql": SHARED, "sql/queries.sqlite.sql": "-- name: second\n{{_pick}}, 2"}
     monkeypatch.setattr(_queries, "_read", files.__getitem__)
+    monkeypatch.setattr(
+        _queries, "_files", lambda dialect: [f"queries.{dialect}.sql" if dialect else "queries.sql"]
+    )
     assert _queries._texts("sqlite") == {
         "first": "SELECT :a AS a WHERE :b = 1",
         "second": "SELECT :a AS a, 2",

@@ -43,13 +43,15 @@ from taskyard.api.errors import (
     render_for,
 )
 from taskyard.api.limits import check_content_length
-from taskyard.api.router import IndexedRouter, RawPathRoute
+from taskyard.api.router import EmptyTailRoute, IndexedRouter, RawPathRoute
 from taskyard.api.routing import Call, Reply, Route, Stream, check_params
 from taskyard.api.streams import StreamAnswer
 from taskyard.api.tables import service_tables
 from taskyard.auth import hawk
 from taskyard.auth.service import Auth
 from taskyard.events.feed import EventFeed
+from taskyard.index.service import Index
+from taskyard.internals.web import json_response
 from taskyard.model import dates, task_definition
 from taskyard.model.errors import (
     InputTooLarge,
@@ -62,17 +64,19 @@ from taskyard.model.errors import (
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets.service import Secrets
 from taskyard.storage.port import WAIT_TIMEOUT
 
 
 @dataclass
 class Services:
     """What the routes need: the queue, the auth service (clients, roles, Hawk), the task-graph
-    scheduler and the body limit."""
+    scheduler, the secrets service and the body limit."""
 
     queue: Queue
     auth: Auth
     scheduler: Scheduler
+    secrets: Secrets
     max_body_bytes: int = 10 * 1024 * 1024
     started: float = field(default_factory=time.monotonic)
     root_url: str | None = None  # the deployment's, for the page `/` (None: the request's)
@@ -91,30 +95,13 @@ class Services:
         """Role-expand `scopes` with the deployment's roles."""
         return await self.auth.expand(scopes)
 
+    @functools.cached_property
+    def index(self) -> Index:
+        """The index service, on the queue's storage and clock."""
+        return Index(self.queue)
+
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    """A JSON answer (`None`: an empty body), its headers laid out as Starlette's `Response` lays
-    them out: the given ones, then `content-length` and `content-type` unless given."""
-    answer = Response.__new__(Response)
-    answer.status_code, answer.background = status, None
-    answer.body = content = b"" if body is None else orjson.dumps(body)
-    if body is not None:
-        answer.media_type = "application/json"
-    if headers:
-        answer.init_headers(headers)
-    elif status < 200 or status in (204, 304):
-        answer.raw_headers = [] if body is None else [_JSON_TYPE]
-    else:
-        answer.raw_headers = [(b"content-length", b"%d" % len(content))]
-        if body is not None:
-            answer.raw_headers.append(_JSON_TYPE)
-    return answer
-
-
-_JSON_TYPE = (b"content-type", b"application/json")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -236,10 +223,11 @@ async def _run_watching_disconnect(receive: Receive, call: Call, route: Route) -
 
 
 def echo_payload(route: Route, params: dict[str, str]) -> Callable[[Any], Any] | None:
-    """How error bodies show the route's payload: createTask's with its defaults, others as sent."""
+    """How error bodies show the route's payload: createTask's with its defaults, a route's own
+    `echo` (a secret's value left out), others as sent."""
     if route.name == "createTask":
         return functools.partial(task_definition.with_defaults, params.get("taskId", ""))
-    return None
+    return route.echo
 
 
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
@@ -339,15 +327,22 @@ async def not_found(request: Request, exc: Exception) -> Response:
     return render(error, NO_CALL)
 
 
+_PATH_TAIL = re.compile(r"^[^{]*/\{(\w+):path\}$")  # a path whose one parameter is its tail
+
+
 def routes_for(
-    prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False
+    prefix: str, table: list[Route], services: Services, *, raw_paths: bool = False, empty_tails: bool = False
 ) -> list[StarletteRoute]:
-    """Starlette routes for a service's table; a path ending in `/` also answers without it."""
+    """Starlette routes for a service's table; a path ending in `/` also answers without it, and
+    with `empty_tails` one ending in `/{param:path}` without that, the parameter empty."""
     kind = RawPathRoute if raw_paths else StarletteRoute
     found = []
     for r in table:
         paths = [r.path] + ([r.path.rstrip("/")] if len(r.path) > 1 and r.path.endswith("/") else [])
         found += [kind(prefix + path, endpoint(r, services), methods=[r.method]) for path in paths]
+        if empty_tails and (tail := _PATH_TAIL.search(r.path)):
+            bare = prefix + r.path[: r.path.rindex("/{")]
+            found.append(EmptyTailRoute(bare, endpoint(r, services), methods=[r.method], param=tail[1]))
     return found
 
 
@@ -489,6 +484,8 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/queue/v1", tables["queue"], services)
     routes += routes_for("/api/auth/v1", tables["auth"], services, raw_paths=True)
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
+    routes += routes_for("/api/secrets/v1", tables["secrets"], services)
+    routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

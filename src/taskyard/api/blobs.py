@@ -25,6 +25,7 @@ from starlette.types import Receive, Scope, Send
 from taskyard.api.errors import NO_CALL, CallInfo, describe, render
 from taskyard.api.limits import check_content_length
 from taskyard.artifacts.port import ServedStore
+from taskyard.internals.web import parse_range
 from taskyard.model import artifacts as rules
 from taskyard.model import errors, served, slugid
 from taskyard.model.errors import MalformedPayload, ResourceNotFound
@@ -129,7 +130,7 @@ def _check_range(value: str | None, size: int) -> bool:
     if value is None:
         return False
     try:
-        FileResponse._parse_range_header(value, size)
+        parse_range(value, size)
     except MalformedRangeHeader:
         return False
     except RangeNotSatisfiable:

@@ -27,13 +27,14 @@ from taskyard.api import authz, calls, log_tail, metrics
 from taskyard.api.artifacts_v1 import GET_LOADS, GET_SCOPES
 from taskyard.api.calls import Operation
 from taskyard.api.routing import Call, ScopeExpression, run_id
-from taskyard.model import dates, scopes
+from taskyard.model import dates, paging, scopes
 from taskyard.model.errors import ResourceNotFound
 from taskyard.model.messages import EXCHANGES
 from taskyard.model.status import StatusAnswer
 from taskyard.queue import artifacts, groups, service, tasks
 from taskyard.queue.groups import TaskGroup
 from taskyard.queue.service import Queue
+from taskyard.secrets import store as secret_store
 from taskyard.storage.port import Row, Session
 
 
@@ -445,3 +446,47 @@ async def _queue_workers(call: Call) -> QueueWorkers:
 QUEUE_WORKERS = Operation("queueWorkers", LIST_WORKERS, _queue_workers)
 """A task queue's workers (the first MAX_WORKERS) with their latest task, with listWorkers' scopes
 (params: `taskQueueId`, `provisionerId`, `workerType`: `queue_params`)."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Secrets: names and expiry, never a value (a value is the secrets service's own `get`, one click on).
+
+
+def _secrets_scopes(name: str) -> ScopeExpression:
+    """The scope template of the secrets service's route `name`."""
+    found = calls.route(name, "secrets").scopes
+    assert found is not None, name
+    return found
+
+
+LIST_SECRETS = _secrets_scopes("list")
+GET_SECRET = _secrets_scopes("get")
+SECRETS_SHOWN = 200  # secrets a page lists
+
+
+@dataclass(frozen=True)
+class SecretLine:
+    name: str
+    expires: str
+    readable: bool  # the viewer holds `get`'s scope for it: its value is a click away
+
+
+@dataclass(frozen=True)
+class SecretsPage:
+    secrets: list[SecretLine]
+    next_token: str | None  # the next page's continuationToken
+
+
+async def _secrets(call: Call) -> SecretsPage:
+    query = paging.parse(call.query, max_limit=SECRETS_SHOWN)
+    (after,) = paging.after(query, 1, [""])
+    found = await secret_store.list_secrets(call.services.secrets, after=str(after), limit=query.limit)
+    shown = found[: query.limit]
+    lines = [SecretLine(e["name"], e["expires"], calls.may(call, GET_SECRET, name=e["name"])) for e in shown]
+    last: list[object] | None = [shown[-1]["name"]] if shown else None
+    return SecretsPage(lines, paging.keyset_token(found, last, query.limit))
+
+
+SECRETS = Operation("secrets", LIST_SECRETS, _secrets)
+"""A page of secrets (SECRETS_SHOWN, by name) with their expiry, with the secrets service's
+`list` scope; each says whether the viewer may read its value (`get`'s scope for its name)."""

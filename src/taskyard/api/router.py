@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import heapq
 import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote
 
-from starlette._utils import get_route_path
 from starlette.convertors import FloatConvertor, IntegerConvertor, StringConvertor, UUIDConvertor
 from starlette.routing import BaseRoute, Match, Mount, Router
 from starlette.routing import Route as StarletteRoute
 from starlette.types import Receive, Scope, Send
+
+from taskyard.internals.web import get_route_path
 
 DEPTH = 6  # slashes of a route's literal start used as its key: `/api/queue/v1/task/` has 5
 
@@ -44,6 +46,21 @@ class RawPathRoute(StarletteRoute):
         if match is not Match.NONE:
             params = child["path_params"]
             child["path_params"] = {k: unquote(v) if isinstance(v, str) else v for k, v in params.items()}
+        return match, child
+
+
+class EmptyTailRoute(StarletteRoute):
+    """A route's path without its last `/{param:path}`, answered with that parameter empty:
+    TaskCluster's clients send index's listNamespaces of the root as `/namespaces`."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], *, methods: list[str], param: str) -> None:
+        super().__init__(path, endpoint, methods=methods)
+        self.param = param
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is not Match.NONE:
+            child["path_params"] = {**child.get("path_params", {}), self.param: ""}
         return match, child
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from taskyard.api import authz
 from taskyard.auth import hawk
-from taskyard.model import schema
+from taskyard.model import index_paths, schema
 from taskyard.model.errors import InvalidRequestArguments
 from taskyard.model.identifiers import CLIENT_ID, IDENT, SLUGID, TASK_QUEUE_ID
 from taskyard.model.scopes import Template
@@ -44,6 +44,8 @@ PARAM_PATTERNS = {
     "clientId": CLIENT_ID,
     "roleId": r"^[\x20-\x7e]+$",
     "name": r"^[\x20-\x7e]+$",  # artifact names; `..` segments are refused by the handlers
+    "indexPath": index_paths.INDEX_PATH_PARAM,
+    "namespace": index_paths.NAMESPACE_PARAM,  # empty: the index's root
 }
 _COMPILED = {k: re.compile(v) for k, v in PARAM_PATTERNS.items()}
 
@@ -135,6 +137,9 @@ class Route:
     service_checks_input: bool = False
     # The 200 answer's schema, for the OpenAPI document (api/openapi.py); None: not described yet.
     output: schema.Schema | None = None
+    # How error bodies' `requestInfo.payload` shows the body (None: as sent): a body holding a
+    # secret value is shown without it (`secrets_v1.set`).
+    echo: Callable[[JSONValue], JSONValue] | None = None
 
     @property
     def edge_input(self) -> schema.Schema | None:

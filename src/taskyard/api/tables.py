@@ -6,7 +6,7 @@ a route in them by name for a caller that is no HTTP request (a page of the web 
 
 from __future__ import annotations
 
-from taskyard.api import artifacts_v1, auth_v1, queue_v1, scheduler_v1
+from taskyard.api import artifacts_v1, auth_v1, index_v1, queue_v1, scheduler_v1, secrets_v1
 from taskyard.api.routing import Route
 
 
@@ -16,4 +16,6 @@ def service_tables() -> dict[str, list[Route]]:
         "queue": queue_v1.ROUTES + artifacts_v1.ROUTES,
         "auth": auth_v1.ROUTES,
         "scheduler": scheduler_v1.ROUTES,
+        "secrets": secrets_v1.ROUTES,
+        "index": index_v1.ROUTES,
     }

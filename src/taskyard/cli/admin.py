@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 from taskyard.auth import hawk_client
-from taskyard.cli import contexts, http, output, refusals
+from taskyard.cli import contexts, http, output, refusals, settings
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError
@@ -26,17 +26,14 @@ from taskyard.model.errors import ConfigError
 COMMANDS = ("client", "role", "scopes")
 DEFAULT_EXPIRES_IN = "1y"
 PAGE_SIZE = 1000  # clients per listClients request (the server's maximum)
-# (flag, environment variable, help): the connection every command of this module needs.
-CONNECTION = (
-    ("--root-url", "TASKCLUSTER_ROOT_URL", "the deployment's root URL, as `taskyard up` prints it"),
-    ("--client-id", "TASKCLUSTER_CLIENT_ID", "the client to act as"),
-    (
-        "--access-token",
-        "TASKCLUSTER_ACCESS_TOKEN",
-        "that client's access token (prefer the variable: other users can see flags in `ps`)",
-    ),
-    ("--certificate", "TASKCLUSTER_CERTIFICATE", "the certificate of temporary credentials (JSON)"),
+# (flag, environment variable, help): the connection every command of this module needs, as
+# `cli/settings.py` declares it.
+CONNECTION = tuple(
+    (o.flag, o.variable, o.help)
+    for o in settings.of(settings.CLIENTS)
+    if o.variable.startswith("TASKCLUSTER_")
 )
+CONTEXT = next(o for o in settings.of(settings.CLIENTS) if o.flag == "--context")
 TOKEN_LABEL = "Access token (shown only this once; it cannot be shown again):"
 
 
@@ -74,11 +71,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, dest=_dest(flag), metavar=flag.split("-")[-1].upper(), help=f"{help} [env {variable}]"
         )
-    parser.add_argument(
-        "--context",
-        metavar="NAME",
-        help="a context of the config file (`taskyard config`) [env TASKYARD_CONTEXT]",
-    )
+    parser.add_argument("--context", metavar="NAME", help=f"{CONTEXT.help} [env {CONTEXT.variable}]")
 
 
 def connection_options() -> argparse.ArgumentParser:

@@ -40,10 +40,9 @@ from typing import Any, cast
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware, _TrustedHosts
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from taskyard.api.shedding import BODY_PENDING, Counts
+from taskyard.internals.server import HttpToolsProtocol, ProxyHeadersMiddleware, TrustedHosts
 from taskyard.model import dates
 
 log = logging.getLogger(__name__)
@@ -57,7 +56,10 @@ class HeadTimeoutProtocol(HttpToolsProtocol):
     A head's beginning, and its end, only note when the head, then the body, is due; one timer per
     connection, armed when none is pending, checks it when it fires and, if a later one is due by
     then, waits for that one. A kept-alive connection's requests thus cost no timer each (a timer
-    armed and cancelled per request was a noticeable share of the server's CPU)."""
+    armed and cancelled per request was a noticeable share of the server's CPU).
+
+    The hooks it overrides and the attributes it uses are uvicorn's internals, listed (and
+    checked) in `internals/server.py`."""
 
     head_timeout = 10.0
     body_timeout = 30.0
@@ -291,7 +293,7 @@ def with_head_timeout(
         "head_timeout": seconds,
         "body_timeout": body_seconds,
         "max_per_client": per_client,
-        "trusted": _TrustedHosts(trusted),
+        "trusted": TrustedHosts(trusted),
         "held_per_client": {},
         "counts": counts,
     }

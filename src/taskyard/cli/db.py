@@ -80,10 +80,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             parser.add_argument("file", metavar="FILE", help="where to write the copy (must not exist)")
         if name == "restore":
             parser.add_argument("file", metavar="FILE", help="the backup to restore")
-        options.add(
-            parser, "--data-dir", help="the data directory, as given to taskyard serve", default="./data"
-        )
-        options.add(parser, "--db", help="the database URL, if not DATA_DIR/taskyard.sqlite3", default="")
+        options.add_declared(parser, name)
 
 
 def main(args: argparse.Namespace, environ: Mapping[str, str]) -> int:

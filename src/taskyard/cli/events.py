@@ -59,13 +59,7 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "default: every one of TaskCluster's",
     )
     tail.add_argument("--json", action="store_true", help="one JSON object per event instead of text")
-    options.add(
-        tail,
-        "--events",
-        help="the deployment's RabbitMQ, amqp://user:password@host:port/vhost, to read from it "
-        "rather than from the server",
-        default="",
-    )
+    options.add_declared(tail, "events tail")
     admin.add_connection_options(tail)
 
 

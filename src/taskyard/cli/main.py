@@ -33,9 +33,17 @@ SERVER_COMMANDS = ("serve", "up")
 
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
-    from taskyard.cli import admin, graphs, tasks
+    from taskyard.cli import admin, graphs, index, secret_commands, tasks
 
-    return (*admin.COMMANDS, *tasks.COMMANDS, *graphs.COMMANDS, "queue", "api")
+    return (
+        *admin.COMMANDS,
+        *tasks.COMMANDS,
+        *graphs.COMMANDS,
+        *index.COMMANDS,
+        *secret_commands.COMMANDS,
+        "queue",
+        "api",
+    )
 
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -48,14 +56,7 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True)
     if command in (None, "serve"):
         serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
-        options.add_server_options(serve)
-        options.add(
-            serve,
-            "--processes",
-            help="API processes serving one port (above 1 needs PostgreSQL)",
-            default=1,
-            type=int,
-        )
+        options.add_declared(serve, "serve")
     if command in (None, "up"):
         _add_up(commands)
     if command is None:
@@ -66,8 +67,6 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from taskyard.cli import worker as worker_cli
-
     up = commands.add_parser(
         "up",
         help="run the server with a worker process beside it, on SQLite by default",
@@ -76,12 +75,22 @@ def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "DATA_DIR/work, with the root client's credentials. --capacity 0 runs no worker. Ctrl-C stops "
         "the worker first (its running tasks are resolved worker-shutdown), then the server.",
     )
-    options.add_server_options(up)
-    worker_cli.add_worker_options(up, capacity=worker_cli.cores())
+    options.add_declared(up, "up")
 
 
 def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from taskyard.cli import admin, api_call, contexts, db, graphs, lists, tasks, utilities
+    from taskyard.cli import (
+        admin,
+        api_call,
+        contexts,
+        db,
+        graphs,
+        index,
+        lists,
+        secret_commands,
+        tasks,
+        utilities,
+    )
     from taskyard.cli import events as events_cli
     from taskyard.cli import worker as worker_cli
 
@@ -90,6 +99,8 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     admin.add_commands(commands)
     tasks.add_commands(commands)
     graphs.add_commands(commands)
+    index.add_commands(commands)
+    secret_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)
@@ -122,6 +133,8 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  web UI:        {config.root_url}/",
             f"  queue API:     {config.root_url}/api/queue/v1/",
             f"  auth API:      {config.root_url}/api/auth/v1/",
+            f"  index API:     {config.root_url}/api/index/v1/",
+            f"  secrets API:   {config.root_url}/api/secrets/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,

@@ -39,6 +39,7 @@ from taskyard.events import open_bus
 from taskyard.events.feed import EventFeed
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.profiles import Profiles
+from taskyard.index import indexing
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
 from taskyard.queue import livelogs, poll, resolvers
@@ -46,6 +47,8 @@ from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
 from taskyard.scheduler import reactions
 from taskyard.scheduler.service import Scheduler
+from taskyard.secrets import store as secret_store
+from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.ui.app import Pages
 
@@ -104,10 +107,12 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
         scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
+        secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
         services = Services(
             queue,
             auth,
             scheduler,
+            secrets,
             max_body_bytes=config.queue.max_body_bytes,
             root_url=config.root_url,
             blob_origin=config.blob_origin or None,
@@ -122,6 +127,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
         )
+        await services.index.start()
         app = build_app(services, site=Pages(services))  # the web UI, built on its first request
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
@@ -130,8 +136,19 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             ),
             *resolvers.start_all(queue),
             asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
+            asyncio.create_task(indexing.run_forever(services.index), name="indexer"),
+            asyncio.create_task(indexing.sweep_forever(services.index), name="index-expiry"),
             asyncio.create_task(
                 clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
+            ),
+            asyncio.create_task(
+                resolvers.run_forever(
+                    "secrets-upkeep",
+                    lambda: secret_store.upkeep(secrets),
+                    config.queue.expiry_interval,
+                    lead=storage.lead,
+                ),
+                name="secrets-upkeep",
             ),
         ]
         opened.push_async_callback(_stop, loops)

@@ -24,12 +24,15 @@ many processes share the database. Authentication puts the request's MAC in `SIG
 anything to the database also inserts the MAC into `seen_requests`, in the same transaction:
 it commits with the request's writes or not at all. A MAC already there is a replay: the
 transaction fails with `ReplayedRequest` (401) and commits nothing. On SQLite the insert runs
-right after BEGIN; on PostgreSQL it is a deferred write at the head of the first message the
-transaction sends (with BEGIN, or with its deferred writes and COMMIT), so it costs no round
-trip. Once that transaction has committed, the request's later transactions insert nothing; a
-transaction run again (`run_in_transaction`, `run_optimistic`) inserts it again. A transaction
-that sends nothing, a read (`reader()`) and a task the request started (which inherits its
-context) insert nothing; `Storage.execute()` of such a request runs as a transaction.
+right after BEGIN; on PostgreSQL it is the last deferred write, in the message that commits
+(with COMMIT, or with the deferred writes that are a transaction by themselves), so it costs no
+round trip; and it must be last there, not first: a transaction takes its id at its first write,
+and the outbox relay's commit order rests on that write coming after the reads it acts on
+(`storage/postgres.py`, `record_signed`). Once that transaction has committed, the request's
+later transactions insert nothing; a transaction run again (`run_in_transaction`,
+`run_optimistic`) inserts it again. A transaction that sends nothing, a read (`reader()`) and a
+task the request started (which inherits its context) insert nothing; `Storage.execute()` of
+such a request runs as a transaction.
 """
 
 from __future__ import annotations

@@ -213,7 +213,7 @@ class _Session(BaseSession[asyncpg.Connection]):
         self._deferred_names: list[str] = []
         self._unbegun = unbegun  # a transaction whose BEGIN is not sent yet
         self._reads_begin = unbegun and reads_begin  # whether a read sends it
-        self._signed: SignedRequest | None = None  # to record with the first message sent
+        self._signed: SignedRequest | None = None  # to record with COMMIT, if the transaction sends any
 
     @property
     def begun(self) -> bool:
@@ -246,28 +246,32 @@ class _Session(BaseSession[asyncpg.Connection]):
             self._preparing[name] = f"PREPARE {_statement(name)} AS {self._queries[name]}; "
 
     async def record_signed(self, signed: SignedRequest) -> None:
-        """Insert `signed`'s MAC at the head of the first message this transaction sends, if it
-        sends any (storage/port.py, Replays)."""
+        """Insert `signed`'s MAC as this transaction's last write, in the message that commits it, if
+        the transaction sends anything (storage/port.py, Replays). Last, not first: a transaction
+        takes its id at its first write, and the relay publishes a window's events in the order of
+        those ids, which is commit order only because a transaction's first write comes after the
+        reads it acts on (a claim takes its id once it has seen the task's create committed). The
+        MAC written first would give a claim an id older than the create it claims."""
         await self._prepare(_RECORD)
         self._signed = signed
 
-    def _head_signed(self) -> None:
+    def _tail_signed(self) -> None:
         signed, self._signed = self._signed, None
         if signed is not None:
-            self._deferred.insert(0, _executing(_RECORD, (signed.mac, signed.expires)))
-            self._deferred_names.insert(0, _RECORD)
+            self._deferred.append(_executing(_RECORD, (signed.mac, signed.expires)))
+            self._deferred_names.append(_RECORD)
             self.after_commit(signed.mark_recorded)
 
     # The query itself fails the transaction (a division by zero, which `translated` makes
     # RowMoved) where SQLite's answers no row.
     defer_checked = defer
 
-    def take_deferred(self) -> tuple[str, list[str]]:
+    def take_deferred(self, *, committing: bool = False) -> tuple[str, list[str]]:
         """The deferred writes as one SQL text (their PREPAREs first), and their names (not the
-        PREPAREs': preparing is the connection's, as asyncpg's own is); none are left deferred. A
-        signed request to record goes first, if anything goes."""
-        if self._deferred:
-            self._head_signed()
+        PREPAREs': preparing is the connection's, as asyncpg's own is); none are left deferred. With
+        `committing`, a signed request to record goes last, if the transaction sends anything."""
+        if committing and (self._deferred or self.begun):
+            self._tail_signed()
         sql, names = "".join(self._preparing.values()) + "".join(self._deferred), self._deferred_names
         self._deferred, self._deferred_names = [], []
         return sql, names
@@ -287,7 +291,6 @@ class _Session(BaseSession[asyncpg.Connection]):
 
     async def _flush(self) -> None:
         """Send the deferred writes, behind BEGIN if the transaction has not begun."""
-        self._head_signed()
         sql, names = self.take_deferred()
         if self._unbegun:
             sql, names = "BEGIN; " + sql, ["BEGIN", *names]
@@ -549,7 +552,7 @@ class PostgresStorage:
             try:
                 # PostgreSQL delivers a notification sent twice in a transaction once: send it once.
                 notes = list(dict.fromkeys(session.notes))
-                deferred, names = session.take_deferred()
+                deferred, names = session.take_deferred(committing=True)
                 names += ["NOTIFY"] * len(notes)
                 message = deferred + self._notify_sql(notes)
                 if session.begun:

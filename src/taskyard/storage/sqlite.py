@@ -41,6 +41,7 @@ from typing import Any, NoReturn, TypeVar
 import aiosqlite
 import orjson
 
+from taskyard.internals.locks import queued
 from taskyard.model import dates
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
@@ -412,7 +413,7 @@ class SQLiteStorage:
         """Hold the writer, once the transactions ahead are done; `DatabaseBusy` if that takes
         longer than `WAIT_TIMEOUT`, rather than pile callers up."""
         lock, wait = self._lock, WAIT_TIMEOUT.get()
-        if wait is None or not (lock.locked() or lock._waiters):
+        if wait is None or not (lock.locked() or queued(lock)):
             await lock.acquire()  # free and nobody queued for it: taken at once, no timer to set
             return
         try:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from starlette._utils import get_route_path
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
+
+from taskyard.internals.web import get_route_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -33,13 +34,13 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
 
-    from taskyard.ui import actions, dashboard, group, live, sessions, task, workers
+    from taskyard.ui import actions, dashboard, group, index, live, secrets, sessions, task, workers
     from taskyard.ui.render import UI
 
     ui = UI(services)
     found: list[BaseRoute] = [Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static")]
     # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
-    for module in (sessions, actions, dashboard, group, task, workers, live):
+    for module in (sessions, actions, dashboard, group, task, workers, index, secrets, live):
         found += module.routes(ui)
     return ui, found
 
