@@ -48,8 +48,9 @@ DELETE FROM index_namespaces WHERE (parent, name) IN
     (SELECT parent, name FROM index_namespaces WHERE expires < $1 LIMIT $2)
 
 -- name: index_cursor
--- How far the indexer has read the event log (locked on PostgreSQL: one indexer at a time).
-SELECT through FROM index_cursor
+-- How far the indexer has read the event log, locked: one indexer at a time across the deployment
+-- (on PostgreSQL; the others wait, then read where it left).
+SELECT through FROM index_cursor {{for_update}}
 
 -- name: move_index_cursor
 UPDATE index_cursor SET through = $1
