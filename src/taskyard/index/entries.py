@@ -67,8 +67,17 @@ async def insert_many_tx(ix: Index, tx: Tx, items: list[tuple[str, Entry]]) -> l
         path, entry = items[i]
         namespace, name = split(path)
         data = orjson.dumps(entry.data).decode()
-        args = (namespace, name, entry.rank, entry.task_id, data, entry.expires, now)
-        if await tx.execute("upsert_indexed_task", *args):
+        written = await tx.execute(
+            "upsert_indexed_task",
+            namespace=namespace,
+            entry_name=name,
+            rank=entry.rank,
+            task_id=entry.task_id,
+            data=data,
+            expires=entry.expires,
+            now=now,
+        )
+        if written:
             rows[i] = {"task_id": entry.task_id, "rank": entry.rank, "data": data, "expires": entry.expires}
             for level in namespace_levels(namespace):
                 namespaces[level] = max(namespaces.get(level, 0), namespace_expiry(entry.expires))

@@ -9,12 +9,13 @@ SELECT task_id, rank, data, expires FROM indexed_tasks WHERE namespace = $1 AND 
 SELECT task_id, rank, data, expires FROM indexed_tasks WHERE namespace = $1 AND name = $2
 
 -- name: upsert_indexed_task
--- Store the entry unless one of a higher rank is there (and has not expired at $7): an equal rank
--- replaces it. Answers 1 when it wrote, 0 when the stored entry stays.
-INSERT INTO indexed_tasks (namespace, name, rank, task_id, data, expires) VALUES ($1, $2, $3, $4, $5, $6)
+-- Store the entry unless one of a higher rank is there (and has not expired at :now): an equal
+-- rank replaces it. Answers 1 when it wrote, 0 when the stored entry stays.
+INSERT INTO indexed_tasks (namespace, name, rank, task_id, data, expires)
+VALUES (:namespace, :entry_name, :rank, :task_id, :data, :expires)
 ON CONFLICT (namespace, name) DO UPDATE
    SET rank = excluded.rank, task_id = excluded.task_id, data = excluded.data, expires = excluded.expires
- WHERE indexed_tasks.rank <= excluded.rank OR indexed_tasks.expires <= $7
+ WHERE indexed_tasks.rank <= excluded.rank OR indexed_tasks.expires <= :now
 
 -- name: ensure_index_namespace
 -- The namespace (parent $1, name $2), expiring no sooner than $3 (an expiry is never lowered).
