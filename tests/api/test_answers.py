@@ -62,6 +62,7 @@ def test_every_json_answer_of_the_services_is_documented() -> None:
         "finishArtifact",
         "getArtifact",
         "getLatestArtifact",
+        "findArtifactFromTask",  # the index's: a 303 to the artifact
         "deleteClient",
         "deleteRole",
     }
