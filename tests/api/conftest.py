@@ -9,7 +9,9 @@ covers host `testserver`, port 80, which is what the server sees through the ASG
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,20 +21,27 @@ import httpx
 import mohawk
 import pytest
 import taskcluster
+import uvicorn
 from taskcluster import utils as tc_utils
 
 from taskyard.api import artifacts_v1, queue_v1
-from taskyard.api.app import Services, build_app
+from taskyard.api.app import App, Services, build_app
 from taskyard.api.routing import Route
 from taskyard.auth import static
 from taskyard.auth.service import Auth
+from taskyard.events.feed import EventFeed
+from taskyard.events.memory import MemoryBus
+from taskyard.events.outbox import OutboxRelay
+from taskyard.events.profiles import Profiles
 from taskyard.model import dates, slugid
 from taskyard.queue import livelogs
 from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
 from taskyard.secrets.service import Secrets
 from taskyard.storage.counting import Tally
-from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock
+from taskyard.storage.port import Storage
+from taskyard.ui.app import Pages
+from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock, until
 
 BASE = "http://testserver"
 PREFIX = "/api/queue/v1"
@@ -275,3 +284,50 @@ async def api(services: Services, clock: FakeClock) -> AsyncIterator[Api]:
     transport = httpx.ASGITransport(app=build_app(services), raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url=BASE) as client:
         yield Api(client, services, clock)
+
+
+@dataclass
+class Served:
+    """A real server on a free port, its feed, and the relay the tests drive."""
+
+    url: str
+    feed: EventFeed
+    relay: OutboxRelay
+    storage: Storage
+    clock: FakeClock
+    app: App
+
+    async def publish(self) -> None:
+        """Relay every committed event, and let the feed hand them to the streams."""
+        while await self.relay.relay_once():
+            pass
+        await self.feed.catch_up()
+
+    def stream_url(self, *bindings: str, **query: str) -> str:
+        params = [("binding", b) for b in bindings] + list(query.items())
+        return f"{self.url}/api/events/v1/stream?{urlencode(params)}"
+
+
+@pytest.fixture
+async def served(
+    queue: Queue, auth: Auth, secrets: Secrets, storage: Storage, clock: FakeClock
+) -> AsyncIterator[Served]:
+    feed = EventFeed(storage, Profiles(root_url="http://example.invalid"), buffer=20, poll_seconds=60.0)
+    await feed.start()
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus, clock=clock)
+    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), secrets, events=feed)
+    app = build_app(services, Pages(services))  # with the web UI, as `taskyard serve` builds it
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    serving = asyncio.create_task(server.serve(sockets=[sock]))
+    await until(lambda: server.started)
+    yield Served(f"http://127.0.0.1:{port}", feed, relay, storage, clock, app)
+    feed.end_streams()
+    server.should_exit = True
+    await serving
+    await feed.close()
+    await bus.close()
+    sock.close()

@@ -16,7 +16,8 @@ from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates
 from taskyard.queue import resolvers
-from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.api.artifact_helpers import create, expires, put, running_task
+from tests.api.conftest import TASK_QUEUE_ID, Api, assert_error
 from tests.api.fuzzing import Req, send
 from tests.conftest import SECRET_KEY, FakeClock
 
@@ -37,38 +38,12 @@ def store(blobs: LocalStore) -> LocalStore:
     return blobs
 
 
-async def running_task(api: Api, **overrides: Any) -> tuple[str, Credentials]:
-    task_id, _ = await api.create_task(**overrides)
-    response = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": "w1"})
-    (claim,) = response.json()["tasks"]
-    return task_id, Credentials.from_response(claim["credentials"])
-
-
-def expires(api: Api, hours: float = 1) -> str:
-    return dates.to_iso(api.clock() + int(hours * dates.HOUR))
-
-
-async def create(
-    api: Api, task_id: str, name: str, body: dict[str, Any], creds: Any = None, run: int = 0
-) -> httpx.Response:
-    path = f"/task/{task_id}/runs/{run}/artifacts/{quote(name, safe='').replace('.', '%2E')}"
-    return await api.call(
-        "POST", path, {"expires": expires(api), **body}, **({"creds": creds} if creds else {})
-    )
-
-
 async def put_url(api: Api, task_id: str, name: str, content_type: str = "text/plain", **body: Any) -> str:
     response = await create(api, task_id, name, {"storageType": "s3", "contentType": content_type, **body})
     assert response.status_code == 200, response.text
     answer = response.json()
     assert set(answer) == {"storageType", "contentType", "expires", "putUrl"}
     return str(answer["putUrl"])
-
-
-async def put(
-    api: Api, url: str, data: bytes | AsyncIterator[bytes], content_type: str = "text/plain", **headers: str
-) -> httpx.Response:
-    return await api.client.put(url, content=data, headers={"content-type": content_type, **headers})
 
 
 async def upload(

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
-
-import httpx
 
 from taskyard.auth import static
 from tests.api.conftest import (
-    AUTH_PREFIX,
-    ROOT,
     Api,
     Credentials,
     assert_error,
 )
+from tests.api.helpers import ANONYMOUS_ROLE, EXPIRES, call, create_client, encode, ok
 
 CLIENT_KEYS = [
     "clientId",
@@ -30,28 +26,6 @@ CLIENT_KEYS = [
     "disabled",
 ]
 ROLE_KEYS = ["roleId", "scopes", "expandedScopes", "description", "lastModified", "created"]
-EXPIRES = "2999-01-01T00:00:00.000Z"
-ANONYMOUS_ROLE = ["queue:get-artifact:public/*"]
-
-
-async def call(api: Api, method: str, path: str, *args: Any, **kwargs: Any) -> httpx.Response:
-    """`api.call` below /api/auth/v1."""
-    return await api.call(method, path, *args, prefix=AUTH_PREFIX, **kwargs)
-
-
-async def ok(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json() if response.content else None
-
-
-async def create_client(api: Api, client_id: str, *scopes: str, creds: Credentials = ROOT) -> Credentials:
-    body = {"description": f"client {client_id}", "expires": EXPIRES, "scopes": list(scopes)}
-    reply = await ok(await call(api, "PUT", f"/clients/{encode(client_id)}", body, creds=creds))
-    return Credentials(client_id, reply["accessToken"])
-
-
-def encode(value: str) -> str:
-    return quote(value, safe="")
 
 
 async def test_ping_and_heartbeats(api: Api) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import taskcluster
 
 from tests.api.conftest import BASE, ROOT, Api, Credentials, assert_error, hawk_header
-from tests.api.test_auth_v1 import ANONYMOUS_ROLE, EXPIRES, call, create_client, ok
+from tests.api.helpers import ANONYMOUS_ROLE, EXPIRES, call, create_client, ok
 
 # ---------------------------------------------------------------------------------------------------
 # Scopes: who may do what

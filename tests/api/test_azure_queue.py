@@ -16,7 +16,7 @@ import pytest
 from taskyard.model import azure_queue, dates
 from taskyard.model.task_definition import PRIORITIES
 from tests.api.conftest import BASE, TASK_QUEUE_ID, Api, Credentials, assert_error
-from tests.api.test_auth_v1 import create_client
+from tests.api.helpers import create_client
 
 PROVISIONER, WORKER_TYPE = TASK_QUEUE_ID.split("/")
 WORKER = {"workerGroup": "wg-1", "workerId": "poller-1"}

@@ -16,7 +16,7 @@ import pytest
 from taskyard.model import slugid
 from taskyard.queue import livelogs
 from tests.api.conftest import AUTH_PREFIX, TASK_QUEUE_ID, Api, assert_error, task_definition
-from tests.api.test_livelog_api import append, running_task
+from tests.api.helpers import append, running_task
 from tests.conftest import until
 from tests.pgcluster import PgCluster
 

@@ -13,142 +13,27 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import mohawk
 import orjson
 import pytest
-import uvicorn
 
 from taskyard.api import events_v1, streams
-from taskyard.api.app import App, Services, build_app
 from taskyard.api.shedding import Limits
-from taskyard.auth.service import Auth
 from taskyard.events import log as event_log
 from taskyard.events import outbox
-from taskyard.events.feed import EventFeed
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
-from taskyard.events.profiles import Profiles
 from taskyard.model.messages import Message
-from taskyard.queue.service import Queue
-from taskyard.scheduler.service import Scheduler
-from taskyard.secrets.service import Secrets
 from taskyard.storage.port import Storage
-from taskyard.ui.app import Pages
-from tests.api.conftest import ROOT, Api, Credentials, assert_error, hawk_header
-from tests.api.test_auth_v1 import create_client
+from tests.api.conftest import ROOT, Api, Credentials, Served, assert_error, hawk_header
+from tests.api.helpers import create_client, following
 from tests.conftest import FakeClock, until
 
 TC = "exchange/taskcluster-queue/v1/"
 SEED = "v1/queue:"
-
-
-@dataclass
-class Served:
-    """A real server on a free port, its feed, and the relay the tests drive."""
-
-    url: str
-    feed: EventFeed
-    relay: OutboxRelay
-    storage: Storage
-    clock: FakeClock
-    app: App
-
-    async def publish(self) -> None:
-        """Relay every committed event, and let the feed hand them to the streams."""
-        while await self.relay.relay_once():
-            pass
-        await self.feed.catch_up()
-
-    def stream_url(self, *bindings: str, **query: str) -> str:
-        params = [("binding", b) for b in bindings] + list(query.items())
-        return f"{self.url}/api/events/v1/stream?{urlencode(params)}"
-
-
-@pytest.fixture
-async def served(
-    queue: Queue, auth: Auth, secrets: Secrets, storage: Storage, clock: FakeClock
-) -> AsyncIterator[Served]:
-    feed = EventFeed(storage, Profiles(root_url="http://example.invalid"), buffer=20, poll_seconds=60.0)
-    await feed.start()
-    bus = MemoryBus()
-    relay = OutboxRelay(storage, bus, clock=clock)
-    services = Services(queue, auth, Scheduler(queue, expand=auth.expand), secrets, events=feed)
-    app = build_app(services, Pages(services))  # with the web UI, as `taskyard serve` builds it
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    serving = asyncio.create_task(server.serve(sockets=[sock]))
-    await until(lambda: server.started)
-    yield Served(f"http://127.0.0.1:{port}", feed, relay, storage, clock, app)
-    feed.end_streams()
-    server.should_exit = True
-    await serving
-    await feed.close()
-    await bus.close()
-    sock.close()
-
-
-@dataclass
-class Reader:
-    """An open stream, its SSE events parsed as they come."""
-
-    response: httpx.Response
-    lines: AsyncIterator[str]
-    last_id: str | None = None
-    comments: list[str] = field(default_factory=list)
-
-    async def event(self) -> dict[str, str]:
-        """The next event with data (an id alone only moves `last_id`), as its fields."""
-        fields: dict[str, str] = {}
-        while True:
-            line = await asyncio.wait_for(anext(self.lines), 10)
-            if line == "":
-                if "id" in fields:
-                    self.last_id = fields["id"]
-                if "data" in fields:
-                    return fields
-                fields = {}
-            elif line.startswith(":"):
-                self.comments.append(line)
-            else:
-                name, _, value = line.partition(":")
-                fields[name] = value.removeprefix(" ")
-
-    async def message(self) -> dict[str, Any]:
-        fields = await self.event()
-        assert fields.get("event", "message") == "message", fields
-        data: dict[str, Any] = orjson.loads(fields["data"])
-        data["id"] = fields["id"]
-        return data
-
-    async def opened(self) -> None:
-        """Read the stream's opening (with an id alone, for a fresh start: `last_id`)."""
-        while (line := await asyncio.wait_for(anext(self.lines), 10)) != "":
-            if line.startswith("id: "):
-                self.last_id = line.removeprefix("id: ")
-
-
-@contextlib.asynccontextmanager
-async def following(
-    url: str, creds: Credentials | None, headers: dict[str, str] | None = None
-) -> AsyncIterator[Reader]:
-    sent = dict(headers or {})
-    if creds is not None:
-        sent["authorization"] = hawk_header("GET", url, b"", creds)
-    async with httpx.AsyncClient(timeout=30) as client, client.stream("GET", url, headers=sent) as response:
-        assert response.status_code == 200, await response.aread()
-        assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-        assert response.headers["cache-control"] == "no-store"
-        reader = Reader(response, response.aiter_lines())
-        await reader.opened()
-        yield reader
 
 
 async def get(url: str, creds: Credentials | None) -> httpx.Response:

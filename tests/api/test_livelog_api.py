@@ -6,30 +6,15 @@ import asyncio
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 
 from taskyard.api.app import build_app
 from taskyard.queue import livelogs
-from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, assert_error
+from tests.api.conftest import TASK_QUEUE_ID, Api, assert_error
+from tests.api.helpers import NAME, append, running_task
 from tests.conftest import until
 
 QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
-NAME = "public/logs/live.log"
-
-
-async def running_task(api: Api, worker_id: str = "w1") -> tuple[str, Credentials]:
-    task_id, _ = await api.create_task()
-    response = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": worker_id})
-    (claim,) = response.json()["tasks"]
-    assert claim["status"]["taskId"] == task_id
-    return task_id, Credentials.from_response(claim["credentials"])
-
-
-async def append(
-    api: Api, task_id: str, creds: Credentials | None, body: Any, name: str = NAME
-) -> httpx.Response:
-    return await api.call("POST", f"/task/{task_id}/runs/0/live-log/{name}", body, creds=creds)
 
 
 async def started(api: Api, data: str = "hello\n") -> tuple[str, str]:

@@ -12,7 +12,7 @@ import pytest
 
 from taskyard.model import dates
 from tests.api.conftest import ROOT, Api, Credentials, assert_error
-from tests.api.test_auth_v1 import create_client
+from tests.api.helpers import create_client
 from tests.conftest import FakeClock
 
 PREFIX = "/api/secrets/v1"

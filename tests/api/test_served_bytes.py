@@ -21,10 +21,10 @@ from taskyard.queue.service import Queue
 from taskyard.scheduler.service import Scheduler
 from taskyard.secrets.service import Secrets
 from taskyard.ui.app import Pages
+from tests.api.artifact_helpers import create, put, running_task
 from tests.api.conftest import BASE, Api, assert_error
-from tests.api.test_artifacts import create, put, running_task
-from tests.api.test_livelog_api import NAME as LOG_NAME
-from tests.api.test_livelog_api import append
+from tests.api.helpers import NAME as LOG_NAME
+from tests.api.helpers import append
 from tests.conftest import SECRET_KEY, FakeClock
 from tests.ui.conftest import make_reads_public
 

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-import time
-from collections.abc import AsyncIterator
-from typing import Any
 
 import mohawk
 import pytest
@@ -23,11 +19,9 @@ from taskyard.model.errors import (
     ResourceNotFound,
 )
 from taskyard.model.guard import ALLOW_ALL
-from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
+from tests.auth.helpers import EXPIRES, poll_until
 from tests.conftest import ROOT_TOKEN, SECRET_KEY, FakeClock
-
-EXPIRES = dates.parse_iso("2999-01-01T00:00:00.000Z")
 
 
 def spec(*scopes: str, description: str = "a test client", expires: int = EXPIRES) -> ClientSpec:
@@ -342,18 +336,6 @@ async def test_cycles_and_ambiguous_parameters_are_refused(auth: Auth) -> None:
 # Caches: one process sees another's changes
 
 
-@pytest.fixture
-async def other_process(db_url: str, auth: Auth) -> AsyncIterator[Any]:
-    """Another `Auth` on its own connection to the same database, as a second process has."""
-    storage = await open_storage(db_url)
-    # SQLite tells no other process: that one relies on re-reading the generation (every time here).
-    recheck = 0.0 if db_url.startswith("sqlite") else 3600.0
-    other = Auth(storage, secret_key=SECRET_KEY, recheck_seconds=recheck)
-    await other.start()
-    yield other
-    await storage.close()
-
-
 async def test_changes_reach_the_caches_of_other_processes(auth: Auth, other_process: Auth) -> None:
     assert await other_process.expand(["assume:late"]) == ["assume:late"]  # cached without the role
     assert await other_process.lookup("late") is None
@@ -372,10 +354,3 @@ async def test_changes_reach_the_caches_of_other_processes(auth: Auth, other_pro
 async def token_of(auth: Auth, client_id: str) -> str | None:
     secret = await auth.lookup(client_id)
     return None if secret is None else secret.access_token
-
-
-async def poll_until(probe: Any, expected: object, timeout: float = 5.0) -> None:
-    give_up = time.monotonic() + timeout
-    while (got := await probe()) != expected:
-        assert time.monotonic() < give_up, f"still {got!r}, not {expected!r}"
-        await asyncio.sleep(0.02)

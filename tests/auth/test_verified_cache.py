@@ -17,7 +17,7 @@ from taskyard.auth.service import Auth
 from taskyard.model import dates
 from taskyard.model.errors import AuthenticationFailed
 from taskyard.model.guard import ALLOW_ALL
-from tests.auth.test_service import EXPIRES, other_process, poll_until  # noqa: F401
+from tests.auth.helpers import EXPIRES, poll_until
 
 HOUR = 60 * 60 * 1000
 
@@ -98,7 +98,7 @@ async def test_a_role_taken_away_stops_credentials_it_made_valid(auth: Auth) -> 
 
 async def test_another_process_stops_them_when_it_hears_of_the_change(
     auth: Auth,
-    other_process: Auth,  # noqa: F811
+    other_process: Auth,
 ) -> None:
     _, creds = await with_issuer(auth, "queue:x")
     assert await scopes_of(other_process, creds) == ("queue:x",)

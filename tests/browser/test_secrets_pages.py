@@ -10,7 +10,7 @@ from typing import Any
 import taskcluster
 
 from tests.browser.conftest import axe_check
-from tests.browser.test_signin_and_actions import sign_in
+from tests.browser.helpers import sign_in
 from tests.e2e.conftest import Server
 
 

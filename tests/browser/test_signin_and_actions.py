@@ -11,6 +11,7 @@ import taskcluster
 
 from taskyard.model import dates
 from tests.browser.conftest import axe_check
+from tests.browser.helpers import sign_in
 from tests.e2e.conftest import Server
 
 SUBMIT_FORM = """([action, fields]) => {
@@ -27,14 +28,6 @@ SUBMIT_FORM = """([action, fields]) => {
   document.body.appendChild(form);
   form.submit();
 }"""
-
-
-def sign_in(page: Any, client_id: str, access_token: str, next_path: str = "/tasks/create") -> None:
-    page.goto(f"/signin?next={next_path}")
-    page.get_by_label("Client id").fill(client_id)
-    page.get_by_label("Access token").fill(access_token)
-    with page.expect_navigation():
-        page.get_by_role("button", name="Sign in").click()
 
 
 def post_form(page: Any, action: str, fields: dict[str, str]) -> Any:

@@ -23,7 +23,7 @@ import requests
 import taskcluster
 
 from tests.browser.conftest import make_reads_public
-from tests.browser.test_signin_and_actions import sign_in
+from tests.browser.helpers import sign_in
 from tests.e2e.conftest import Server
 from tests.e2e.helpers import definition, slug, task_queue_id
 from tests.ports import free_port

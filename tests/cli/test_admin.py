@@ -7,10 +7,7 @@ queue calls held to its scopes; a reset token replaces the old one; a deleted cl
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
-from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 import pytest
@@ -18,42 +15,9 @@ import taskcluster
 
 from taskyard.cli import admin, main
 from taskyard.model import dates
-from tests.e2e.conftest import ROOT_CLIENT_ID, TASKYARD, Server, free_port
+from tests.cli.helpers import Run, environment, run, unique
+from tests.e2e.conftest import ROOT_CLIENT_ID, Server, free_port
 from tests.e2e.helpers import create, now, parse, refused, task_queue_id
-
-Run = Callable[..., subprocess.CompletedProcess[str]]
-
-
-def run(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`taskyard ARGS` with only `env` of the TASKCLUSTER_* and TASKYARD_* variables."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}
-    return subprocess.run(
-        [str(TASKYARD), *args], env={**clean, **env}, capture_output=True, text=True, timeout=60
-    )
-
-
-def environment(server: Server, client_id: str = ROOT_CLIENT_ID, token: str | None = None) -> dict[str, str]:
-    return {
-        "TASKCLUSTER_ROOT_URL": server.root_url,
-        "TASKCLUSTER_CLIENT_ID": client_id,
-        "TASKCLUSTER_ACCESS_TOKEN": server.access_token if token is None else token,
-    }
-
-
-@pytest.fixture
-def cli(server: Server) -> Run:
-    """Run `taskyard` as the root client of the module's server; expect success unless `status=`."""
-
-    def runner(*args: str, status: int = 0, **env: str) -> subprocess.CompletedProcess[str]:
-        result = run({**environment(server), **env}, *args)
-        assert result.returncode == status, (result.returncode, result.stdout, result.stderr)
-        return result
-
-    return runner
-
-
-def unique(name: str) -> str:
-    return f"cli-{uuid.uuid4().hex[:8]}/{name}"
 
 
 def token_in(output: str) -> str:

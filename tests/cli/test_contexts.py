@@ -13,11 +13,9 @@ import pytest
 import yaml
 
 from taskyard.model import slugid
-from tests.cli.test_admin import cli, environment, run
+from tests.cli.helpers import environment, run
 from tests.e2e.conftest import ROOT_CLIENT_ID, TASKYARD, Server
 from tests.e2e.helpers import create
-
-__all__ = ["cli"]
 
 
 def config_env(tmp_path: Path, **more: str) -> dict[str, str]:

@@ -10,8 +10,9 @@ import pytest
 
 from taskyard.cli import main, options
 from taskyard.cli import worker as worker_cli
-from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.config import ServerConfig
 from taskyard.model.errors import ConfigError
+from tests.cli.helpers import worker_config
 
 
 def config(tmp_path: Path, argv: list[str], environ: dict[str, str] | None = None) -> ServerConfig:
@@ -76,12 +77,6 @@ def test_serve_refuses_unknown_profiles_in_one_line(
 
 
 # `taskyard worker --events`: the broker it hears cancellations from.
-
-
-def worker_config(argv: list[str], environ: dict[str, str] | None = None) -> WorkerConfig:
-    args = main.parser().parse_args(["worker", *argv])
-    connection = {"TASKCLUSTER_ROOT_URL": "http://127.0.0.1:8080", "TASKCLUSTER_CLIENT_ID": "c"}
-    return worker_cli.worker_config(args, {**connection, "TASKCLUSTER_ACCESS_TOKEN": "t", **(environ or {})})
 
 
 def test_a_worker_listens_to_no_broker_unless_given_one() -> None:

@@ -10,11 +10,9 @@ import pytest
 import yaml
 
 from taskyard.model import slugid
-from tests.cli.test_admin import Run, cli
+from tests.cli.helpers import Run
 from tests.e2e.conftest import Server
 from tests.e2e.workers import WorkerProcess, sh
-
-__all__ = ["cli"]
 
 SCOPES = ["queue:create-task:*", "queue:scheduler-id:task-graph-scheduler"]
 

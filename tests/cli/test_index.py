@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 from taskyard.model import slugid
-from tests.cli.test_admin import Run, cli
-
-__all__ = ["cli"]
+from tests.cli.helpers import Run
 
 
 def test_insert_find_and_list(cli: Run) -> None:

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from taskyard.cli.main import EXIT_CLOSED_PIPE, EXIT_INTERRUPTED
-from tests.cli.test_admin import environment
+from tests.cli.helpers import environment
 from tests.e2e.conftest import TASKYARD, Server
 from tests.e2e.helpers import create
 

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import yaml
 
-from tests.cli.test_admin import Run, cli, environment
+from tests.cli.helpers import Run, environment
 from tests.e2e.conftest import TASKYARD, Server
 from tests.e2e.helpers import WORKER, claim_one, create, slug
-
-__all__ = ["cli"]
 
 
 def test_task_list_by_group_and_state_and_task_def(server: Server, cli: Run, tq: str) -> None:

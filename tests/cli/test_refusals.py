@@ -10,11 +10,9 @@ from pathlib import Path
 
 from taskyard.cli import refusals
 from taskyard.model.client_errors import Refused
-from tests.cli.test_admin import Run, cli, environment, run, unique
+from tests.cli.helpers import Run, environment, run, unique
 from tests.e2e.conftest import ROOT_CLIENT_ID, Server
 from tests.e2e.helpers import slug
-
-__all__ = ["cli"]
 
 
 def test_a_wrong_token_names_the_client_and_the_variable(server: Server) -> None:

@@ -9,10 +9,8 @@ import uuid
 from pathlib import Path
 
 from taskyard.model import dates
-from tests.cli.test_admin import Run, cli, environment
+from tests.cli.helpers import Run, environment
 from tests.e2e.conftest import TASKYARD, Server
-
-__all__ = ["cli"]
 
 
 def unique(name: str) -> str:

@@ -15,11 +15,9 @@ import taskcluster
 
 from taskyard.cli import tasks
 from taskyard.model import slugid
-from tests.cli.test_admin import Run, cli
+from tests.cli.helpers import Run
 from tests.e2e.conftest import Server
 from tests.e2e.helpers import WORKER, claim_one, create, iso, now, parse, slug
-
-__all__ = ["cli"]
 
 
 def write(path: Path, body: dict[str, Any]) -> str:

@@ -7,7 +7,7 @@ import pytest
 from taskyard.cli import worker as worker_cli
 from taskyard.config import WorkerConfig
 from taskyard.model.errors import ConfigError
-from tests.cli.test_event_options import worker_config
+from tests.cli.helpers import worker_config
 
 
 def test_the_protocol_is_claim_work_unless_asked() -> None:

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import requests
@@ -31,6 +31,9 @@ import taskcluster
 
 from tests.conftest import _pg_admin, _pg_url
 from tests.ports import free_port
+
+if TYPE_CHECKING:  # tests.e2e.tails imports this module
+    from tests.e2e.tails import Tail
 
 TASKYARD = Path(sys.executable).parent / "taskyard"
 ROOT_CLIENT_ID = "static/taskyard/root"
@@ -291,3 +294,12 @@ def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="artifacts")
     yield endpoint
     moto.stop()
+
+
+@pytest.fixture
+def tails() -> Iterator[list[Tail]]:
+    """The `taskyard events tail` processes a test starts, stopped after it."""
+    started: list[Tail] = []
+    yield started
+    for tail in started:
+        tail.stop()

@@ -17,9 +17,18 @@ import requests
 import taskcluster
 from taskcluster.exceptions import TaskclusterAuthFailure, TaskclusterRestFailure
 
+from tests.e2e.conftest import Server
+
 T = TypeVar("T")
 WORKER = {"workerGroup": "e2e-wg", "workerId": "e2e-worker-1"}
 OTHER_WORKER = {"workerGroup": "e2e-wg", "workerId": "e2e-worker-2"}
+GRAPH_SCOPES = ["queue:create-task:*", "queue:scheduler-id:task-graph-scheduler"]
+META = {
+    "name": "e2e graph",
+    "description": "end to end",
+    "owner": "e2e@example.com",
+    "source": "https://example.com/g",
+}
 
 
 def iso(moment: datetime) -> str:
@@ -148,3 +157,44 @@ def signed(
     if payload:
         headers["Content-Type"] = "application/json"
     return requests.request(method, url, data=payload or None, headers=headers, timeout=timeout)
+
+
+def _find(index: taskcluster.Index, path: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = index.findTask(path)
+    except taskcluster.exceptions.TaskclusterRestFailure as exc:
+        if exc.status_code == 404:
+            return None
+        raise
+    return found
+
+
+def legacy_options(server: Server, service: str) -> dict[str, Any]:
+    return {
+        "baseUrl": f"{server.root_url}/api/{service}/v1",
+        "credentials": server.credentials,
+        "maxRetries": 0,
+    }
+
+
+# The task-graph scheduler's API, through TaskCluster's 1.3.5 client and plain requests.
+
+
+def options(server: Server, **more: Any) -> dict[str, Any]:
+    return {"baseUrl": f"{server.root_url}/api/scheduler/v1", "credentials": server.credentials, **more}
+
+
+def graph_status(server: Server, graph_id: str) -> dict[str, Any]:
+    answer = requests.get(f"{server.root_url}/api/scheduler/v1/task-graph/{graph_id}/status", timeout=10)
+    answer.raise_for_status()
+    return dict(answer.json()["status"])
+
+
+def wait_until_not_running(server: Server, graph_id: str, timeout: float = 90) -> str:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        state = str(graph_status(server, graph_id)["state"])
+        if state != "running":
+            return state
+        time.sleep(0.2)
+    raise AssertionError(f"task graph {graph_id} still running after {timeout} s")

@@ -19,9 +19,7 @@ import taskcluster
 
 from tests.e2e.conftest import TASKYARD, Server, start_server
 from tests.e2e.helpers import claim_one, create
-from tests.e2e.test_events_tail import Tail, tails
-
-__all__ = ["tails"]  # the fixture, for pytest
+from tests.e2e.tails import Tail
 
 TC = "exchange/taskcluster-queue/v1/"
 

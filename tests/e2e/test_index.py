@@ -19,7 +19,18 @@ import taskcluster
 
 from tests.e2e.conftest import Server, start_server
 from tests.e2e.faults import Lives, db_rows
-from tests.e2e.helpers import claim_one, create, iso, now, refused, signed, slug, task_queue_id, wait_for
+from tests.e2e.helpers import (
+    _find,
+    claim_one,
+    create,
+    iso,
+    now,
+    refused,
+    signed,
+    slug,
+    task_queue_id,
+    wait_for,
+)
 
 
 def later(**delta: float) -> str:
@@ -226,16 +237,6 @@ def test_find_artifact_from_task_is_a_303_to_the_artifact(
     anonymous = taskcluster.Index(server.options({}))
     with refused(403, "InsufficientScopes"):
         anonymous.findArtifactFromTask(f"{root}.latest", "private/secret")
-
-
-def _find(index: taskcluster.Index, path: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = index.findTask(path)
-    except taskcluster.exceptions.TaskclusterRestFailure as exc:
-        if exc.status_code == 404:
-            return None
-        raise
-    return found
 
 
 @pytest.fixture

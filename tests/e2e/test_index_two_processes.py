@@ -11,8 +11,7 @@ import pytest
 import taskcluster
 
 from tests.e2e.conftest import RUNNING, Server
-from tests.e2e.helpers import claim_one, create, slug, task_queue_id, wait_for
-from tests.e2e.test_index import _find
+from tests.e2e.helpers import _find, claim_one, create, slug, task_queue_id, wait_for
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("db_url", ["postgres"], indirect=True)]
 

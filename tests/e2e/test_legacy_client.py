@@ -8,21 +8,12 @@ proves the client itself works here: its Hawk signatures (mohawk 0.3) are accept
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tests.e2e.conftest import Server
-from tests.e2e.helpers import definition, slug
+from tests.e2e.helpers import definition, legacy_options, slug
 from tests.legacy_client import legacy_python, run_legacy
 
 __all__ = ["legacy_python"]
-
-
-def legacy_options(server: Server, service: str) -> dict[str, Any]:
-    return {
-        "baseUrl": f"{server.root_url}/api/{service}/v1",
-        "credentials": server.credentials,
-        "maxRetries": 0,
-    }
 
 
 def test_the_legacy_client_creates_and_reads_a_task(server: Server, legacy_python: Path, tq: str) -> None:

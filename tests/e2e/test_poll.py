@@ -21,8 +21,7 @@ from taskyard.config import WorkerConfig
 from taskyard.worker import client as worker_client
 from taskyard.worker.poll import MAX_DEQUEUES, Poller
 from tests.e2e.conftest import Server
-from tests.e2e.helpers import create, definition, signed, slug, wait_for_status
-from tests.e2e.test_legacy_client import legacy_options
+from tests.e2e.helpers import create, definition, legacy_options, signed, slug, wait_for_status
 from tests.legacy_client import legacy_python, run_legacy
 
 __all__ = ["legacy_python"]

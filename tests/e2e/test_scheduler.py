@@ -3,7 +3,6 @@ real server, and a real `taskyard worker` runs the graphs' tasks. On SQLite and 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,19 +11,11 @@ import pytest
 import requests
 
 from tests.e2e.conftest import Server
-from tests.e2e.helpers import slug
+from tests.e2e.helpers import GRAPH_SCOPES, META, options, slug, wait_until_not_running
 from tests.e2e.workers import WorkerProcess, sh, task
 from tests.legacy_client import legacy_python, run_legacy
 
 __all__ = ["legacy_python"]
-
-GRAPH_SCOPES = ["queue:create-task:*", "queue:scheduler-id:task-graph-scheduler"]
-META = {
-    "name": "e2e graph",
-    "description": "end to end",
-    "owner": "e2e@example.com",
-    "source": "https://example.com/g",
-}
 
 
 @pytest.fixture
@@ -32,10 +23,6 @@ def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
     process = WorkerProcess(server, tq, tmp_path / "work", args=["--capacity", "4"]).start()
     yield process
     process.stop()
-
-
-def options(server: Server, **more: Any) -> dict[str, Any]:
-    return {"baseUrl": f"{server.root_url}/api/scheduler/v1", "credentials": server.credentials, **more}
 
 
 def node(
@@ -47,22 +34,6 @@ def node(
         "reruns": reruns,
         "task": task(tq, {"command": sh(script)}),
     }
-
-
-def graph_status(server: Server, graph_id: str) -> dict[str, Any]:
-    answer = requests.get(f"{server.root_url}/api/scheduler/v1/task-graph/{graph_id}/status", timeout=10)
-    answer.raise_for_status()
-    return dict(answer.json()["status"])
-
-
-def wait_until_not_running(server: Server, graph_id: str, timeout: float = 90) -> str:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        state = str(graph_status(server, graph_id)["state"])
-        if state != "running":
-            return state
-        time.sleep(0.2)
-    raise AssertionError(f"task graph {graph_id} still running after {timeout} s")
 
 
 def test_the_legacy_client_creates_extends_and_follows_a_graph_to_finished(

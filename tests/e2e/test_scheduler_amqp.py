@@ -14,8 +14,7 @@ import pytest
 from tests.conftest import RABBITMQ_URL, need_rabbitmq
 from tests.e2e.bus import EVENTS_URL, Event, Listener, sqlite_only
 from tests.e2e.conftest import Server, start_server
-from tests.e2e.helpers import signed, slug
-from tests.e2e.test_scheduler import GRAPH_SCOPES, META, wait_until_not_running
+from tests.e2e.helpers import GRAPH_SCOPES, META, signed, slug, wait_until_not_running
 from tests.e2e.workers import WorkerProcess, sh, task
 
 __all__ = ["sqlite_only"]

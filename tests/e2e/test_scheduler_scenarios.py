@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.conftest import Server
-from tests.e2e.helpers import claim_one, definition, refused, slug
-from tests.e2e.test_scheduler import GRAPH_SCOPES, META, graph_status, options
+from tests.e2e.helpers import GRAPH_SCOPES, META, claim_one, definition, graph_status, options, refused, slug
 from tests.legacy_client import legacy_python, run_legacy
 
 __all__ = ["legacy_python"]

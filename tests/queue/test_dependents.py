@@ -21,8 +21,16 @@ from taskyard.queue.service import Queue
 from taskyard.storage.counting import counting
 from taskyard.storage.port import TransactionRolledBack
 from tests.conftest import FakeClock, Published
-from tests.queue.helpers import definition, new_id
-from tests.queue.test_resolvers import TQ, complete, create, insert_broken, state, waiting_resolutions
+from tests.queue.helpers import (
+    TQ,
+    complete,
+    create,
+    definition,
+    insert_broken,
+    new_id,
+    state,
+    waiting_resolutions,
+)
 
 
 async def create_dependents(

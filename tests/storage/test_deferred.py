@@ -12,7 +12,7 @@ from taskyard.events import outbox
 from taskyard.storage.counting import counting
 from taskyard.storage.port import RowMoved, Storage, UniqueViolation
 from taskyard.storage.postgres import PostgresStorage
-from tests.storage.test_port import _pending
+from tests.storage.helpers import _pending
 
 AWKWARD = "it's a \\ back'slash ''quote\" $1 :name -- not a comment; 🦀 ñ\n\t\r end"
 

@@ -12,7 +12,7 @@ import pytest
 
 from taskyard.storage import open_storage
 from taskyard.storage.port import Tx, run_in_transaction
-from tests.storage.test_port import _pending
+from tests.storage.helpers import _pending
 
 pytestmark = pytest.mark.postgres
 

@@ -9,7 +9,7 @@ import pytest
 from taskyard.storage import _queries
 from taskyard.storage.port import Row, Storage
 from taskyard.storage.postgres import PostgresStorage
-from tests.storage.test_port import _pending, take
+from tests.storage.helpers import _pending, take
 
 
 def test_only_the_last_parameter_can_be_written_in() -> None:

@@ -20,10 +20,10 @@ import pytest
 from taskyard.api.app import Services, build_app
 from taskyard.ui import sessions
 from taskyard.ui.app import Pages
-from tests.api.conftest import BASE, ROOT, Api, Credentials, live_log_urls, services
+from tests.api.conftest import BASE, ROOT, Api, Credentials, live_log_urls, served, services
 from tests.conftest import FakeClock
 
-__all__ = ["live_log_urls", "services"]  # the tests/api fixtures these tests use
+__all__ = ["live_log_urls", "served", "services"]  # the tests/api fixtures these tests use
 
 # What the anonymous role grants in a deployment whose web UI is public: public artifacts, and the
 # scopes of the queue's reads that the pages make.

@@ -4,22 +4,12 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
-
-import httpx
 
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.model import slugid
-from taskyard.queue import tasks
-from taskyard.storage.counting import counting
-from tests.api.conftest import TASK_QUEUE_ID, Api, call_cost, task_definition
-
-OTHER_QUEUE = "ui-prov/other-queue"
-
-
-async def get(api: Api, path: str) -> httpx.Response:
-    return await api.client.get(path, headers={"accept": "text/html"})
+from tests.api.conftest import TASK_QUEUE_ID, Api
+from tests.ui.helpers import OTHER_QUEUE, claim, create_many, get, statements_of
 
 
 def queue_row(page: str, task_queue_id: str) -> str:
@@ -33,13 +23,6 @@ def number(row: str, column: str) -> int:
     found = re.search(rf'class="num {column}">(\d+)', row)
     assert found, f"no {column} in {row}"
     return int(found[1])
-
-
-async def claim(api: Api, task_queue_id: str = TASK_QUEUE_ID, worker: str = "w1", count: int = 1) -> Any:
-    body = {"workerGroup": "wg", "workerId": worker, "tasks": count}
-    answer = await api.call("POST", f"/claim-work/{task_queue_id}", body)
-    assert answer.status_code == 200, answer.text
-    return answer.json()["tasks"]
 
 
 async def relay(api: Api) -> None:
@@ -124,25 +107,6 @@ async def test_quarantined_workers_are_marked_by_their_queue(api: Api) -> None:
     assert re.search(r'class="quarantined"[^>]*>wg/bad</a>', row)
     assert "2099-01-01 00:00:00Z" in row
     assert "wg/good" not in row
-
-
-async def statements_of(api: Api, path: str) -> tuple[int, httpx.Response]:
-    """The SQL statements a page runs: this request's alone (background loops are not counted),
-    as `call_cost` counts them."""
-    with counting() as tally:
-        answer = await get(api, path)
-    assert answer.status_code == 200, answer.text
-    return call_cost(tally)[0], answer
-
-
-async def create_many(api: Api, count: int, **overrides: Any) -> None:
-    """`count` tasks in one transaction (as createTask makes them, without a request each)."""
-    items = [
-        (task_id, tasks.define(api.queue, task_id, task_definition(api.clock, **overrides)))
-        for task_id in (slugid.nice() for _ in range(count))
-    ]
-    async with api.queue.storage.transaction() as tx:
-        await tasks.create_tasks_tx(api.queue, tx, items)
 
 
 async def test_the_page_reads_a_fixed_number_of_queries_at_2000_pending(api: Api) -> None:

@@ -4,19 +4,16 @@ escaping, the graph page, and bad or unknown ids answered with an HTML page, nev
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import httpx
 import markupsafe
 import pytest
 
 from taskyard.model import slugid
-from taskyard.model.guard import ALLOW_ALL
-from taskyard.queue import claims, tasks
+from taskyard.queue import tasks
 from taskyard.ui import group_rows
 from tests.api.conftest import BASE, Api, task_definition
-
-WORKER = ("wg-1", "worker-7")
+from tests.ui.helpers import make_group, resolve
 
 
 async def page(api: Api, path: str, **query: str) -> httpx.Response:
@@ -26,24 +23,6 @@ async def page(api: Api, path: str, **query: str) -> httpx.Response:
 def task_ids(html: str) -> list[str]:
     """The taskIds of the table's rows, in order."""
     return re.findall(r'<tr id="t-([^"]+)"', html)
-
-
-async def make_group(api: Api, names: list[str], **overrides: Any) -> tuple[str, list[str]]:
-    group = slugid.nice()
-    made = []
-    for name in names:
-        metadata = {"name": name, "description": "d", "owner": "o@example.com", "source": "https://x"}
-        task_id, _ = await api.create_task(taskGroupId=group, metadata=metadata, **overrides)
-        made.append(task_id)
-    return group, made
-
-
-async def resolve(api: Api, task_id: str, state: str, took: float = 0) -> None:
-    """Claim the task's run 0 for WORKER and resolve it `state`, `took` seconds later."""
-    await claims.claim_task(api.queue, task_id, 0, WORKER, guard=ALLOW_ALL)
-    api.clock.advance(took)
-    reason = "worker-shutdown" if state == "exception" else state
-    await claims.report(api.queue, task_id, 0, state, reason)  # type: ignore[arg-type]
 
 
 async def test_the_page_lists_the_groups_tasks_with_their_state_runs_and_worker(api: Api) -> None:

@@ -16,11 +16,9 @@ from taskyard.events.profiles import SEED_PREFIX, TC_PREFIX, Profiles
 from taskyard.model import dates, slugid
 from taskyard.storage.port import Storage
 from taskyard.ui import live
-from tests.api.conftest import Api
-from tests.api.test_events_stream import Reader, Served, following, served
-from tests.ui.test_group import make_group, resolve
-
-__all__ = ["served"]
+from tests.api.conftest import Api, Served
+from tests.api.helpers import Reader, following
+from tests.ui.helpers import make_group, resolve
 
 
 async def data(reader: Reader) -> dict[str, Any]:

@@ -7,16 +7,13 @@ import html
 import re
 from collections.abc import Callable
 
-import httpx
 import slugid
 
 from tests.api.conftest import TASK_QUEUE_ID, Api
 from tests.ui.conftest import Browser, new_client
-from tests.ui.test_dashboard import claim
+from tests.ui.helpers import SECRET, assert_refused, claim
 
 DEFAULT_ANONYMOUS = True  # the anonymous role grants `queue:get-artifact:public/*` alone
-
-SECRET = "s3cret-in-the-payload"
 
 
 async def a_task(api: Api) -> tuple[str, str]:
@@ -39,13 +36,6 @@ def task_paths(task_id: str, group: str) -> list[str]:
 
 def group_paths(group: str) -> list[str]:
     return [f"/groups/{group}", f"/groups/{group}/graph", f"/groups/{group}/rows", f"/ui/live/groups/{group}"]
-
-
-def assert_refused(answer: httpx.Response, status: int, *scopes: str) -> None:
-    assert answer.status_code == status, answer.text
-    assert SECRET not in answer.text
-    for scope in scopes:
-        assert html.escape(scope) in answer.text, scope
 
 
 async def test_an_anonymous_viewer_is_asked_to_sign_in_for_a_task_and_its_group(

@@ -11,7 +11,7 @@ from taskyard.model import dates
 from taskyard.ui.formats import when
 from tests.api.conftest import Api
 from tests.ui.conftest import Browser, new_client
-from tests.ui.test_read_scopes import assert_refused
+from tests.ui.helpers import assert_refused
 
 VALUE = "ui-value-marker-42"
 

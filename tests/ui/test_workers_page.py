@@ -6,7 +6,7 @@ import re
 
 from taskyard.ui.formats import when
 from tests.api.conftest import TASK_QUEUE_ID, Api
-from tests.ui.test_dashboard import OTHER_QUEUE, claim, create_many, get, statements_of
+from tests.ui.helpers import OTHER_QUEUE, claim, create_many, get, statements_of
 
 WORKER_PATH = "/provisioners/api-prov/worker-types/api-wt/workers/wg/{}"
 

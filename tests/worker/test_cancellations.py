@@ -23,6 +23,7 @@ from taskyard.worker.task import TaskRun
 from taskyard.worker.worker import Worker
 from tests.conftest import RABBITMQ_URL, need_rabbitmq
 from tests.events.rabbit import eventually, free_port
+from tests.worker.helpers import claim_of
 
 LOGGER = "taskyard.worker.cancellations"
 
@@ -136,17 +137,6 @@ def test_log_lines_name_the_broker_without_its_credentials() -> None:
 
 
 # What the worker does with what it hears. -----------------------------------------------------------
-
-
-def claim_of(task_id: str, run_id: int) -> dict[str, Any]:
-    """What claimWork hands over for a run, as much of it as the worker reads before it starts."""
-    return {
-        "status": {"taskId": task_id},
-        "runId": run_id,
-        "task": {},
-        "credentials": {"clientId": "task-client", "accessToken": "token"},
-        "takenUntil": "2030-01-01T00:00:00.000Z",
-    }
 
 
 def claimed(worker: Worker, task_id: str, run_id: int) -> TaskRun:

@@ -14,7 +14,7 @@ from taskyard.config import WorkerConfig
 from taskyard.worker.client import QueueClient
 from taskyard.worker.task import SHUTDOWN, Outcome, TaskRun
 from taskyard.worker.worker import Worker
-from tests.worker.test_cancellations import claim_of
+from tests.worker.helpers import claim_of
 
 
 def worker_in(tmp_path: Path) -> Worker:
