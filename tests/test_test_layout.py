@@ -40,7 +40,7 @@ def test_no_module_under_tests_imports_a_test_module() -> None:
         if (found := imported_test_modules(path))
     }
     listed = "\n".join(f"{path}, line {line}" for path, lines in offenders.items() for line in lines)
-    assert not offenders, f"test modules imported (move the helpers to a helpers.py or conftest.py):\n{listed}"
+    assert not offenders, f"test modules imported (move the helpers to helpers.py or conftest.py):\n{listed}"
 
 
 def test_the_check_sees_both_kinds_of_import(tmp_path: Path) -> None:
