@@ -296,7 +296,9 @@ class Caches:
             if entry not in self.in_use:
                 self.in_use.add(entry)
                 return entry, False
-        number = 1 + max((int(p.name) for p in entries), default=-1)
+        # Entries lent out are in their tasks' directories, not here: their numbers are taken too.
+        taken = {int(p.name) for p in entries} | {int(p.name) for p in self.in_use if p.parent == home}
+        number = 1 + max(taken, default=-1)
         entry = home / str(number)
         self.in_use.add(entry)
         return entry, True
