@@ -223,3 +223,14 @@ def test_a_mount_path_leaving_the_task_directory_is_refused(
     assert "mounts.0.file must stay inside the task directory: no '..'" in log
     assert "mounts.1.file must be relative to the task directory" in log
     assert not (worker.work_dir / "tasks" / "escape").exists()
+
+
+def test_a_mount_the_file_system_refuses_ends_the_task_naming_it(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    mounts = [{"file": "x" * 300, "content": {"raw": "x"}}]  # longer than any file name may be
+    task_id = create(queue, tq, {"command": sh("echo the command ran"), "mounts": mounts})
+    run, log = finished(queue, server, task_id)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "malformed-payload")
+    assert f"mounts.0: cannot mount {'x' * 300}: File name too long" in log
+    assert "the command ran" not in log

@@ -21,8 +21,10 @@ makes them, and raises `MountFailed` with the message the task log shows.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
+import errno
 import hashlib
 import re
 import shutil
@@ -55,6 +57,8 @@ _MOUNT_KEYS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "directory": (("directory", "content", "format"), ("content", "format")),
     "file": (("file", "content", "format"), ("content",)),
 }
+# OSErrors that say the worker's disk is in trouble, not the payload.
+_WORKER_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS)
 # Downloads content to the given file; answers its SHA-256 (hex).
 Fetch = Callable[["Content", Path], Awaitable[str]]
 
@@ -331,12 +335,20 @@ class Mounter:
     async def mount_all(self, mounts: list[Mount]) -> None:
         for mount in mounts:
             target = self.task_dir / mount.path
-            if mount.kind == "cache":
-                await self._cache(mount, target)
-            elif mount.kind == "file":
-                await self._file(mount, target)
-            else:
-                await self._directory(mount, target)
+            try:
+                if mount.kind == "cache":
+                    await self._cache(mount, target)
+                elif mount.kind == "file":
+                    await self._file(mount, target)
+                else:
+                    await self._directory(mount, target)
+            except OSError as exc:
+                # Mostly the payload's doing (a name too long, a file where a directory goes);
+                # a full or failing disk is the worker's.
+                reason = "internal-error" if exc.errno in _WORKER_ERRNOS else "malformed-payload"
+                raise MountFailed(
+                    f"{mount.field}: cannot mount {mount.path}: {exc.strerror or exc}", reason
+                ) from None
 
     async def _cache(self, mount: Mount, target: Path) -> None:
         entry, new = self.caches.borrow(mount.cache_name)
@@ -366,13 +378,13 @@ class Mounter:
         if mount.format:
             self.say(f"[mounts] Decompressing {mount.format} {mount.content} to {mount.path}")
             try:
-                archives.decompress_file(downloaded, mount.format, target)
+                await asyncio.to_thread(archives.decompress_file, downloaded, mount.format, target)
             except archives.BadArchive as exc:
                 archives.remove(target)
                 raise MountFailed(f"{mount.field}: {mount.content}: {exc}") from None
         else:
             self.say(f"[mounts] Copying {mount.content} to {mount.path}")
-            shutil.copyfile(downloaded, target)
+            await asyncio.to_thread(shutil.copyfile, downloaded, target)
         downloaded.unlink(missing_ok=True)
 
     async def _directory(self, mount: Mount, target: Path) -> None:
@@ -383,7 +395,7 @@ class Mounter:
         downloaded = await self._download(mount)
         self.say(f"[mounts] Extracting {mount.format} {mount.content} to {mount.path}")
         try:
-            archives.extract(downloaded, mount.format, target)
+            await asyncio.to_thread(archives.extract, downloaded, mount.format, target)
         except archives.BadArchive as exc:
             archives.remove(target)
             raise MountFailed(f"{mount.field}: {mount.content}: {exc}") from None
