@@ -91,6 +91,24 @@ def test_a_cache_written_by_one_task_is_read_by_the_next(
     assert "found kept" in log
 
 
+def test_an_exit_code_listed_in_purge_caches_deletes_the_cache(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    name = f"{tq}-purged"
+    payload = {"mounts": [{"cacheName": name, "directory": "c"}], "onExitStatus": {"purgeCaches": [3]}}
+    scopes = [f"generic-worker:cache:{name}"]
+    first = create(queue, tq, {"command": sh("echo half > c/state; exit 3"), **payload}, scopes=scopes)
+    run, log = finished(queue, server, first)
+    assert run["state"] == "failed"
+    assert "Purging caches since the last command's exit code 3 is in onExitStatus.purgeCaches" in log
+    second = create(
+        queue, tq, {"command": sh("test ! -e c/state && echo clean cache"), **payload}, scopes=scopes
+    )
+    run, log = finished(queue, server, second)
+    assert run["state"] == "completed", log
+    assert "clean cache" in log
+
+
 def test_a_cache_without_its_scope_is_refused_naming_the_scope(
     server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
 ) -> None:
