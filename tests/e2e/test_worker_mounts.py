@@ -171,6 +171,35 @@ def test_files_and_archives_mount_from_another_task_s_directory_artifact(
         assert said in log
 
 
+def test_a_private_artifact_mounts_only_with_its_get_artifact_scope(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    producer = create(
+        queue,
+        tq,
+        {
+            "command": sh("mkdir -p out && echo secret > out/s.txt"),
+            "artifacts": [{"type": "file", "path": "out/s.txt", "name": "private/s.txt"}],
+        },
+    )
+    assert resolved(queue, producer)["state"] == "completed", log_text(server, producer)
+    payload = {
+        "command": sh("cat s.txt"),
+        "mounts": [{"file": "s.txt", "content": {"taskId": producer, "artifact": "private/s.txt"}}],
+    }
+    refused = create(queue, tq, payload, dependencies=[producer])
+    run, log = finished(queue, server, refused)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "malformed-payload")
+    assert (
+        f"mounts.0: could not download task {producer} artifact private/s.txt: 403" in log
+        and "queue:get-artifact:private/s.txt" in log
+    )
+    allowed = create(queue, tq, payload, dependencies=[producer], scopes=["queue:get-artifact:private/s.txt"])
+    run, log = finished(queue, server, allowed)
+    assert run["state"] == "completed", log
+    assert "secret" in log
+
+
 def test_an_artifact_of_a_task_not_depended_on_is_refused(
     server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
 ) -> None:

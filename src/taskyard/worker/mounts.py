@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from taskyard.model import scopes
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.worker import archives
 
 MAX_INLINE = 65536
@@ -411,7 +412,14 @@ class Mounter:
             file.write_bytes(content.inline)
             return file
         self.say(f"[mounts] Downloading {content}")
-        digest = await self.fetch(content, file)
+        try:
+            digest = await self.fetch(content, file)
+        except Refused as exc:  # the artifact is missing or forbidden, the URL answers 4xx
+            raise MountFailed(f"{mount.field}: could not download {content}: {exc}") from None
+        except Unreachable as exc:
+            raise MountFailed(
+                f"{mount.field}: could not download {content}: {exc}", "resource-unavailable"
+            ) from None
         self.say(f"[mounts] Downloaded {file.stat().st_size} bytes with SHA256 {digest} from {content}")
         if content.sha256 and digest != content.sha256:
             file.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 from taskyard.config import WorkerConfig
 from taskyard.model import dates
-from taskyard.model.client_errors import Refused, Unreachable
+from taskyard.model.client_errors import Refused
 from taskyard.worker import mounts as mounting
 from taskyard.worker import payload as payloads
 from taskyard.worker import uploads
@@ -209,12 +209,6 @@ class TaskRun:
         except mounting.MountFailed as exc:
             tasklog.error(f"[mounts] {exc.message}")
             return Outcome("exception", exc.reason)
-        except Refused as exc:
-            tasklog.error(f"[mounts] could not download a mount's content: {exc}")
-            return Outcome("exception", "malformed-payload")
-        except Unreachable as exc:
-            tasklog.error(f"[mounts] could not download a mount's content: {exc}")
-            return Outcome("exception", "resource-unavailable")
         return None
 
     def _unmount(self, spec: payloads.Payload, mounter: mounting.Mounter, outcome: Outcome | None) -> None:
