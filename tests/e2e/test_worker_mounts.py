@@ -200,6 +200,38 @@ def test_a_private_artifact_mounts_only_with_its_get_artifact_scope(
     assert "secret" in log
 
 
+def test_content_found_through_an_index_namespace_mounts(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    producer = create(
+        queue,
+        tq,
+        {
+            "command": sh("mkdir -p out && echo indexed > out/i.txt"),
+            "artifacts": [{"type": "file", "path": "out/i.txt", "name": "public/i.txt"}],
+        },
+    )
+    assert resolved(queue, producer)["state"] == "completed", log_text(server, producer)
+    namespace = f"mounts.{tq.replace('/', '.')}.latest".lower()
+    expires = queue.task(producer)["expires"]
+    taskcluster.Index(server.options()).insertTask(
+        namespace, {"taskId": producer, "rank": 0, "data": {}, "expires": expires}
+    )
+    mounts = [{"file": "i.txt", "content": {"namespace": namespace, "artifact": "public/i.txt"}}]
+    scopes = [f"index:find-task:{namespace}*"]  # the index checks it against the claim's credentials
+    consumer = create(queue, tq, {"command": sh("cat i.txt"), "mounts": mounts}, scopes=scopes)
+    run, log = finished(queue, server, consumer)
+    assert run["state"] == "completed", log
+    assert "indexed" in log
+    missing = [
+        {"file": "i.txt", "content": {"namespace": f"{namespace}.missing", "artifact": "public/i.txt"}}
+    ]
+    refused = create(queue, tq, {"command": sh("true"), "mounts": missing}, scopes=scopes)
+    run, log = finished(queue, server, refused)
+    assert (run["state"], run["reasonResolved"]) == ("exception", "malformed-payload")
+    assert f"mounts.0: could not download namespace {namespace}.missing artifact public/i.txt: 404" in log
+
+
 def test_an_artifact_of_a_task_not_depended_on_is_refused(
     server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
 ) -> None:

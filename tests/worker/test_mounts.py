@@ -23,10 +23,12 @@ def test_each_kind_is_told_by_its_keys() -> None:
             {"directory": "d", "content": {"url": "https://example.com/a.zip"}, "format": "zip"},
             {"file": "f", "content": {"taskId": TASK, "artifact": "public/f.gz"}, "format": "gz"},
             {"file": "r", "content": {"base64": "aGk="}},
+            {"file": "i", "content": {"namespace": "proj.latest", "artifact": "public/i"}},
         ]
     )
     assert said == []
-    assert [m.kind for m in found] == ["cache", "directory", "file", "file"]
+    assert [m.kind for m in found] == ["cache", "directory", "file", "file", "file"]
+    assert found[4].content == Content("namespace", namespace="proj.latest", artifact="public/i")
     assert found[2].content == Content("taskId", task_id=TASK, artifact="public/f.gz")
     assert found[3].content == Content("base64", inline=b"hi")
 
@@ -59,7 +61,10 @@ def test_each_kind_is_told_by_its_keys() -> None:
         ),
         ({"file": "f", "content": {"base64": "@@"}}, "mounts.0.content.base64 is not valid base64"),
         ({"file": "f", "content": {"raw": "x" * 65537}}, "mounts.0.content.raw must be at most 65536"),
-        ({"file": "f", "content": {"namespace": "a.b", "artifact": "x"}}, "index namespace is not supported"),
+        (
+            {"file": "f", "content": {"namespace": "a.b"}},
+            "mounts.0.content.artifact is required with namespace",
+        ),
         ({"file": "f", "content": {"taskId": TASK}}, "mounts.0.content.artifact is required with taskId"),
         ({"file": "/etc/f", "content": {"raw": "x"}}, "mounts.0.file must be relative to the task directory"),
         ({"file": "a/../../f", "content": {"raw": "x"}}, "mounts.0.file must stay inside the task directory"),

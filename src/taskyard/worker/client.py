@@ -77,7 +77,11 @@ class QueueClient:
         self, method: str, path: str, creds: Credentials, body: Any = None, *, timeout: float = CALL_TIMEOUT
     ) -> Any:
         """One signed call, retried while the failure is transient; answers the decoded JSON body."""
-        url = self.url(path)
+        return await self._call_url(method, self.url(path), path, creds, body, timeout)
+
+    async def _call_url(
+        self, method: str, url: str, path: str, creds: Credentials, body: Any, timeout: float
+    ) -> Any:
         data = None if body is None else orjson.dumps(body)
         for attempt in range(self._attempts):
             headers = {"Accept": JSON_TYPE, "Authorization": _authorization(method, url, data, creds)}
@@ -169,6 +173,13 @@ class QueueClient:
     ) -> Any:
         body = {"offset": offset, "data": data, "final": final}
         return await self.call("POST", f"/task/{task_id}/runs/{run_id}/live-log/{segment(name)}", creds, body)
+
+    async def find_indexed_task(self, namespace: str, creds: Credentials) -> str:
+        """The taskId the index holds at `namespace` (index.findTask); Refused 404 if none."""
+        path = f"/task/{segment(namespace)}"
+        url = f"{self.root_url}/api/index/v1{path}"
+        answer = await self._call_url("GET", url, path, creds, None, CALL_TIMEOUT)
+        return str(answer["taskId"])
 
     async def download_artifact(
         self, task_id: str, name: str, dest: Path, creds: Credentials, max_bytes: int

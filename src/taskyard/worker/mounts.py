@@ -10,7 +10,8 @@ Three kinds, told apart by their keys as generic-worker tells them:
 
 `content` is `{taskId, artifact, sha256?}` (downloaded through the queue with the claim's
 credentials, so the queue checks `queue:get-artifact:<name>` against the task's scopes; the
-task must depend on `taskId`, as generic-worker requires), `{url, sha256?}` (http or https),
+task must depend on `taskId`, as generic-worker requires), `{namespace, artifact}` (the task the
+index holds there), `{url, sha256?}` (http or https),
 `{raw}` or `{base64}` (inline, up to 64 KiB). `sha256`, when given, must match the bytes
 downloaded.
 
@@ -66,8 +67,9 @@ Fetch = Callable[["Content", Path], Awaitable[str]]
 
 @dataclass(frozen=True)
 class Content:
-    kind: str  # taskId | url | raw | base64
+    kind: str  # taskId | namespace | url | raw | base64
     task_id: str = ""
+    namespace: str = ""
     artifact: str = ""
     url: str = ""
     inline: bytes = b""
@@ -76,6 +78,8 @@ class Content:
     def __str__(self) -> str:
         if self.kind == "taskId":
             return f"task {self.task_id} artifact {self.artifact}"
+        if self.kind == "namespace":
+            return f"namespace {self.namespace} artifact {self.artifact}"
         if self.kind == "url":
             return f"url {self.url}"
         return f"{self.kind} content ({len(self.inline)} bytes)"
@@ -207,17 +211,14 @@ def _content_problems(content: Any, where: str) -> Iterator[str]:
     if kind is None:
         yield f"{where} must have one of taskId (and artifact), url, raw or base64"
         return
-    if kind == "namespace":
-        yield f"{where}: content from an index namespace is not supported by taskyard's worker yet"
-        return
     for key in content:
         if key not in _CONTENT_KEYS[kind]:
             yield f"{where}: additional property {key} is not allowed with {kind}"
     for key in _CONTENT_KEYS[kind]:
         if key in content and not isinstance(content[key], str):
             yield f"{where}.{key} must be a string"
-    if kind == "taskId" and not isinstance(content.get("artifact"), str):
-        yield f"{where}.artifact is required with taskId"
+    if kind in ("taskId", "namespace") and not isinstance(content.get("artifact"), str):
+        yield f"{where}.artifact is required with {kind}"
     yield from _content_values(content, where, kind)
 
 
@@ -262,6 +263,8 @@ def _content(raw: dict[str, Any]) -> Content:
         return Content(
             "taskId", task_id=raw["taskId"], artifact=raw["artifact"], sha256=raw.get("sha256", "")
         )
+    if "namespace" in raw:
+        return Content("namespace", namespace=raw["namespace"], artifact=raw["artifact"])
     if "url" in raw:
         return Content("url", url=raw["url"], sha256=raw.get("sha256", ""))
     if "raw" in raw:

@@ -184,9 +184,12 @@ class TaskRun:
         return mounting.Mounter(self.task_dir.absolute(), self.scratch, caches, self._fetch, tasklog.info)
 
     async def _fetch(self, content: mounting.Content, dest: Path) -> str:
-        if content.kind == "taskId":
+        if content.kind in ("taskId", "namespace"):
+            task_id = content.task_id
+            if content.kind == "namespace":
+                task_id = await self.client.find_indexed_task(content.namespace, self.creds)
             return await self.client.download_artifact(
-                content.task_id, content.artifact, dest, self.creds, MAX_DOWNLOAD
+                task_id, content.artifact, dest, self.creds, MAX_DOWNLOAD
             )
         return await self.client.download(content.url, dest, MAX_DOWNLOAD)
 
