@@ -91,7 +91,8 @@ SCHEMA: dict[str, Any] = {
                 "{directory, content, format} a directory unpacked from an archive "
                 f"({', '.join(archives.DIRECTORY_FORMATS)}); {{file, content, format?}} a file "
                 f"({', '.join(archives.FILE_FORMATS)}). content: {{taskId, artifact, sha256?}}, "
-                "{namespace, artifact}, {url, sha256?}, {raw} or {base64}. Paths are relative to the task directory."
+                "{namespace, artifact}, {url, sha256?}, {raw} or {base64}. "
+                "Paths are relative to the task directory."
             ),
         },
         "osGroups": {"type": "array", "items": _STRING, "description": _NOT_YET},
