@@ -299,7 +299,9 @@ class Caches:
         home = self.root / hashlib.sha256(name.encode()).hexdigest()
         home.mkdir(parents=True, exist_ok=True)
         (home / "name").write_text(name)
-        entries = sorted((p for p in home.iterdir() if p.is_dir()), key=lambda p: int(p.name))
+        entries = sorted(
+            (p for p in home.iterdir() if p.name.isdigit() and p.is_dir()), key=lambda p: int(p.name)
+        )
         for entry in entries:
             if entry not in self.in_use:
                 self.in_use.add(entry)
@@ -370,7 +372,11 @@ class Mounter:
             self.say(
                 f"[mounts] Moving existing writable directory cache {mount.cache_name!r} to {mount.path}"
             )
-            entry.rename(target)
+            try:
+                entry.rename(target)
+            except OSError:
+                self.caches.give_back(entry)
+                raise
         self.borrowed.append((entry, target))
 
     async def _file(self, mount: Mount, target: Path) -> None:
