@@ -264,6 +264,35 @@ def test_a_url_mount_with_its_sha256_is_run(
     assert "run-task ran with it" in log
 
 
+def test_run_task_mounts_from_the_decision_s_artifact_url_as_taskgraph_writes_it(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    decision = create(
+        queue,
+        tq,
+        {
+            "command": sh(
+                "mkdir -p artifacts && printf '#!/bin/sh\\necho run-task says $*\\n' > artifacts/run-task"
+            ),
+            "artifacts": [{"type": "directory", "path": "artifacts", "name": "public"}],
+        },
+    )
+    assert resolved(queue, decision)["state"] == "completed", log_text(server, decision)
+    url = f"{server.root_url}/api/queue/v1/task/{decision}/artifacts/public/run-task"
+    task_id = create(
+        queue,
+        tq,
+        {
+            "command": [["chmod", "+x", "run-task"], ["./run-task", "--", "hello"]],
+            "mounts": [{"content": {"url": url}, "file": "./run-task"}],
+        },
+        dependencies=[decision],
+    )
+    run, log = finished(queue, server, task_id)
+    assert run["state"] == "completed", log
+    assert "run-task says -- hello" in log
+
+
 def test_a_sha256_mismatch_ends_the_task_before_its_commands(
     server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, files: tuple[Path, str]
 ) -> None:
