@@ -104,6 +104,18 @@ def test_a_chain_of_links_that_ends_outside_is_refused(tmp_path: Path, dest: Pat
         extract(archive, "tar.gz", dest)
 
 
+def test_a_hard_link_through_links_that_end_outside_is_refused_before_it_is_read(
+    tmp_path: Path, dest: Path
+) -> None:
+    (tmp_path / "secret").write_bytes(b"outside")
+    archive = make_tar(
+        tmp_path / "a.tar.gz", [link("l", "."), link("s", "l/.."), link("h", "s/secret", tarfile.LNKTYPE)]
+    )
+    with pytest.raises(BadArchive, match="'h' names 's/secret', outside the directory"):
+        extract(archive, "tar.gz", dest)
+    assert not (dest / "h").exists()
+
+
 def test_devices_are_refused(tmp_path: Path, dest: Path) -> None:
     fifo = tarfile.TarInfo("pipe")
     fifo.type = tarfile.FIFOTYPE

@@ -104,6 +104,10 @@ def _extract_tar(archive: Path, fmt: str, dest: Path, budget: _Budget, links: li
                 links.append(target)
             elif member.islnk():
                 source = _target(dest, member.linkname)
+                if not _inside(os.path.realpath(source), os.path.realpath(dest)):
+                    raise BadArchive(
+                        f"hard link {member.name!r} names {member.linkname!r}, outside the directory"
+                    )
                 if not source.is_file() or source.is_symlink():
                     raise BadArchive(
                         f"hard link {member.name!r} names {member.linkname!r}, not a file before it"
