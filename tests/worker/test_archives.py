@@ -163,6 +163,20 @@ def test_something_that_is_not_an_archive_says_so(tmp_path: Path, dest: Path) ->
         decompress_file(junk, "gz", tmp_path / "out.txt")
 
 
+def test_a_zip_method_python_can_t_read_says_so(tmp_path: Path, dest: Path) -> None:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zipped:
+        zipped.writestr("f.txt", b"data")
+    data = bytearray(buffer.getvalue())
+    for signature, offset in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # method 99 (AES), both headers
+        at = data.index(signature) + offset
+        data[at : at + 2] = (99).to_bytes(2, "little")
+    archive = tmp_path / "a.zip"
+    archive.write_bytes(bytes(data))
+    with pytest.raises(BadArchive, match="not a valid zip archive"):
+        extract(archive, "zip", dest)
+
+
 def test_a_compressed_file_is_decompressed_within_bounds(tmp_path: Path) -> None:
     source = tmp_path / "f.gz"
     source.write_bytes(gzip.compress(b"x" * 1000))

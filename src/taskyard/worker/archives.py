@@ -76,7 +76,17 @@ def extract(
             _extract_zip(archive, dest, budget, links)
         else:
             _extract_tar(archive, fmt, dest, budget, links)
-    except (tarfile.TarError, zipfile.BadZipFile, EOFError, lzma.LZMAError, zlib.error) as exc:
+    # zipfile raises NotImplementedError for methods it lacks, RuntimeError for encrypted entries.
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        EOFError,
+        lzma.LZMAError,
+        zlib.error,
+        NotImplementedError,
+        RuntimeError,
+        ValueError,
+    ) as exc:
         raise BadArchive(f"not a valid {fmt} archive: {exc}") from None
     root = os.path.realpath(dest)
     for link in links:
