@@ -412,11 +412,28 @@ def test_unsupported_feature_turned_on(feature: str) -> None:
     ]
 
 
-def test_mounts_and_os_groups_are_not_supported_yet() -> None:
+def test_os_groups_are_not_supported_yet() -> None:
     value = body(mounts=[{"directory": "cache", "cacheName": "c"}], osGroups=["docker"])
     assert messages(value) == [
-        "this task uses payload.mounts, which taskyard's worker doesn't support yet",
         "this task uses payload.osGroups, which taskyard's worker doesn't support yet",
+    ]
+
+
+def test_mounts_are_read_into_the_payload() -> None:
+    parsed = parse(body(mounts=[{"directory": "cache", "cacheName": "c"}], onExitStatus={"purgeCaches": [3]}))
+    assert [(m.kind, m.path, m.cache_name) for m in parsed.mounts] == [("cache", "cache", "c")]
+    assert parsed.purge_caches_exit_codes == frozenset({3})
+
+
+def test_mount_problems_name_the_mount_and_the_rule() -> None:
+    value = body(
+        mounts=[{"directory": "../out", "content": {"url": "file:///etc/passwd"}, "format": "tar.zst"}]
+    )
+    assert messages(value) == [
+        "malformed payload: mounts.0.directory must stay inside the task directory: no '..'",
+        "malformed payload: mounts.0.format: tar.zst is not supported by taskyard's worker "
+        "(it unpacks tar, tar.gz, tar.bz2, tar.xz, zip)",
+        "malformed payload: mounts.0.content.url must be an http:// or https:// URL",
     ]
 
 

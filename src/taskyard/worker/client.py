@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -75,7 +77,11 @@ class QueueClient:
         self, method: str, path: str, creds: Credentials, body: Any = None, *, timeout: float = CALL_TIMEOUT
     ) -> Any:
         """One signed call, retried while the failure is transient; answers the decoded JSON body."""
-        url = self.url(path)
+        return await self._call_url(method, self.url(path), path, creds, body, timeout)
+
+    async def _call_url(
+        self, method: str, url: str, path: str, creds: Credentials, body: Any, timeout: float
+    ) -> Any:
         data = None if body is None else orjson.dumps(body)
         for attempt in range(self._attempts):
             headers = {"Accept": JSON_TYPE, "Authorization": _authorization(method, url, data, creds)}
@@ -167,6 +173,75 @@ class QueueClient:
     ) -> Any:
         body = {"offset": offset, "data": data, "final": final}
         return await self.call("POST", f"/task/{task_id}/runs/{run_id}/live-log/{segment(name)}", creds, body)
+
+    async def find_indexed_task(self, namespace: str, creds: Credentials) -> str:
+        """The taskId the index holds at `namespace` (index.findTask); Refused 404 if none."""
+        path = f"/task/{segment(namespace)}"
+        url = f"{self.root_url}/api/index/v1{path}"
+        answer = await self._call_url("GET", url, path, creds, None, CALL_TIMEOUT)
+        return str(answer["taskId"])
+
+    async def download_artifact(
+        self, task_id: str, name: str, dest: Path, creds: Credentials, max_bytes: int
+    ) -> str:
+        """The latest run's artifact into `dest`, asked for with `creds` (so the queue checks their
+        scopes); answers its SHA-256. The queue's redirect is followed unsigned: the URL it gives
+        is the credential."""
+        path = f"/task/{segment(task_id)}/artifacts/{segment(name)}"
+        url = self.url(path)
+        for attempt in range(self._attempts):
+            headers = {"Authorization": _authorization("GET", url, None, creds)}
+            try:
+                async with self._http.get(url, headers=headers, allow_redirects=False) as response:
+                    status, reason, location = (
+                        response.status,
+                        response.reason or "",
+                        response.headers.get("Location"),
+                    )
+                    content = b"" if status in (301, 302, 303, 307, 308) else await response.read()
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                failure: Exception = Unreachable(f"GET {path}: {type(exc).__name__}: {exc}")
+            else:
+                if location and status in (301, 302, 303, 307, 308):
+                    return await self.download(location, dest, max_bytes)
+                failure = _refused(status, reason, content)
+                if status < 500:
+                    raise failure
+            if attempt + 1 < self._attempts:
+                await asyncio.sleep(_backoff(attempt))
+        raise failure
+
+    async def download(self, url: str, dest: Path, max_bytes: int) -> str:
+        """GET `url` (no Hawk) into `dest`, at most `max_bytes`; answers the SHA-256 of the body.
+        Retried like calls while the failure is transient; a 4xx comes back as Refused at once."""
+        for attempt in range(self._attempts):
+            try:
+                return await self._download_once(url, dest, max_bytes)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                failure: Exception = Unreachable(f"GET {url.split('?')[0]}: {type(exc).__name__}: {exc}")
+            except Refused as exc:
+                if exc.status < 500:
+                    raise
+                failure = exc
+            if attempt + 1 < self._attempts:
+                await asyncio.sleep(_backoff(attempt))
+        raise failure
+
+    async def _download_once(self, url: str, dest: Path, max_bytes: int) -> str:
+        limit = aiohttp.ClientTimeout(total=None, sock_connect=CALL_TIMEOUT, sock_read=CALL_TIMEOUT)
+        digest = hashlib.sha256()
+        async with self._http.get(url, timeout=limit) as response:
+            if response.status >= 300:
+                raise _refused(response.status, response.reason or "", await response.content.read(200))
+            size = 0
+            with dest.open("wb") as out:
+                async for chunk in response.content.iter_chunked(256 * 1024):
+                    size += len(chunk)
+                    if size > max_bytes:
+                        raise Refused(413, "TooLarge", f"the download is larger than {max_bytes} bytes")
+                    digest.update(chunk)
+                    out.write(chunk)
+        return digest.hexdigest()
 
     async def upload(
         self, put_url: str, chunks: AsyncIterator[bytes], size: int, content_type: str, encoding: str

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from taskyard.model import artifacts, dates, errors, schema
 from taskyard.model.types import LooseJSON, Millis
-from taskyard.worker import jsonschema
+from taskyard.worker import archives, jsonschema, mounts
 
 DEFAULT_MAX_RUN_TIME_LIMIT = 86400
 DEFAULT_LIVE_LOG = "public/logs/live.log"
@@ -83,7 +83,18 @@ SCHEMA: dict[str, Any] = {
             "properties": {name: _BOOLEAN for name in KNOWN_FEATURES},
             "description": "Only liveLog and backingLog are enabled on taskyard's worker.",
         },
-        "mounts": {"type": "array", "items": {"type": "object"}, "description": _NOT_YET},
+        "mounts": {
+            "type": "array",
+            "items": {"type": "object"},
+            "description": (
+                "Each one of: {cacheName, directory, content?, format?} a writable cache; "
+                "{directory, content, format} a directory unpacked from an archive "
+                f"({', '.join(archives.DIRECTORY_FORMATS)}); {{file, content, format?}} a file "
+                f"({', '.join(archives.FILE_FORMATS)}). content: {{taskId, artifact, sha256?}}, "
+                "{namespace, artifact}, {url, sha256?}, {raw} or {base64}. "
+                "Paths are relative to the task directory."
+            ),
+        },
         "osGroups": {"type": "array", "items": _STRING, "description": _NOT_YET},
         "onExitStatus": {
             "type": "object",
@@ -135,6 +146,8 @@ class Payload:
     live_log: str
     backing_log: str
     live_log_enabled: bool
+    mounts: list[mounts.Mount] = field(default_factory=list)
+    purge_caches_exit_codes: frozenset[int] = frozenset()
 
 
 class MalformedPayload(Exception):
@@ -167,8 +180,13 @@ def parse(
         raise _schema_failure(problems, task_id)
     assert isinstance(payload, dict)  # the schema says so
     parsed = _build(payload, expires)
+    mount_problems: list[str] = []
+    if payload.get("mounts"):
+        found, mount_problems = mounts.parse(payload["mounts"])
+        parsed = replace(parsed, mounts=found)
     messages = [
         *_unsupported(payload),
+        *mount_problems,
         *_features(payload, task_queue_id),
         *_max_run_time(parsed, max_run_time_limit),
         *_posix_strings(parsed),
@@ -197,6 +215,9 @@ def _build(body: LooseJSON, task_expires: Millis) -> Payload:
         # backingLog: false is accepted but changes nothing: the backing log is where the
         # task's output reaches the queue, so taskyard's worker always uploads it.
         live_log_enabled=features.get("liveLog", True),
+        purge_caches_exit_codes=frozenset(
+            int(code) for code in body.get("onExitStatus", {}).get("purgeCaches", [])
+        ),
     )
 
 
@@ -219,7 +240,7 @@ def _artifact(entry: LooseJSON, task_expires: Millis) -> ArtifactSpec:
 
 
 def _unsupported(body: LooseJSON) -> Iterator[str]:
-    for key in ("mounts", "osGroups"):
+    for key in ("osGroups",):
         if body.get(key):
             yield f"this task uses payload.{key}, which taskyard's worker doesn't support yet"
 

@@ -21,6 +21,7 @@ from typing import Any
 from taskyard.config import WorkerConfig
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused
+from taskyard.worker import mounts as mounting
 from taskyard.worker import payload as payloads
 from taskyard.worker import uploads
 from taskyard.worker.client import Credentials, QueueClient
@@ -34,6 +35,9 @@ CLAIM_LOST = "claim-lost"
 SHUTDOWN = "worker-shutdown"
 # Variables of the worker's own environment a task must never see.
 _PRIVATE_ENV = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
+MAX_DOWNLOAD = 4 * 1024**3  # bytes one mount's content may have
+# The writable caches of each work directory: shared by its runs, one borrower per cache at a time.
+_CACHES: dict[Path, mounting.Caches] = {}
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,7 @@ class TaskRun:
         self.config = config
         self.client = client
         self.abort = Abort()
+        self.last_result: Result | None = None  # how the commands ended, for purgeCaches
         self.started = time.monotonic()
         base = Path(config.work_dir)
         self.name = f"{self.task_id}-{self.run_id}"
@@ -111,18 +116,23 @@ class TaskRun:
             tasklog.stream_to(self._appender(spec.live_log), self.config.live_log_interval)
         backing = self._log_item(spec, tasklog)
         announced = uploads.Announced(backing, self._create_artifact) if spec is not None else None
+        mounter = self._mounter(tasklog)
         try:
             outcome: Outcome | None = Outcome("exception", "malformed-payload") if spec is None else None
             if spec is not None:
-                outcome = await self._run_commands(spec, tasklog)
-                problem = await self._upload_artifacts(spec, tasklog)
-                if problem is not None and (outcome is None or outcome.state == "completed"):
-                    outcome = Outcome(problem.state, "" if problem.state == "failed" else problem.reason)
+                outcome = await self._mount(spec, mounter, tasklog)
+                if outcome is None:
+                    outcome = await self._run_commands(spec, tasklog)
+                    problem = await self._upload_artifacts(spec, tasklog)
+                    if problem is not None and (outcome is None or outcome.state == "completed"):
+                        outcome = Outcome(problem.state, "" if problem.state == "failed" else problem.reason)
+                    self._unmount(spec, mounter, outcome)
             outcome = self._settle(outcome, tasklog)
             await tasklog.close()
             create = announced.create if announced is not None else self._create_artifact
             problem = await self._upload_log(spec, backing, create)
         finally:
+            mounter.unmount(purge=True)  # what an error left borrowed; nothing if it was put back
             if announced is not None:
                 announced.cancel()
         if problem is not None and outcome is not None and outcome.state == "completed":
@@ -166,6 +176,60 @@ class TaskRun:
         )
         return report
 
+    # Mounts --------------------------------------------------------------------------------
+
+    def _mounter(self, tasklog: TaskLog) -> mounting.Mounter:
+        root = Path(self.config.work_dir).absolute() / "caches"
+        caches = _CACHES.setdefault(root, mounting.Caches(root))
+        return mounting.Mounter(self.task_dir.absolute(), self.scratch, caches, self._fetch, tasklog.info)
+
+    async def _fetch(self, content: mounting.Content, dest: Path) -> str:
+        if content.kind in ("taskId", "namespace"):
+            task_id = content.task_id
+            if content.kind == "namespace":
+                task_id = await self.client.find_indexed_task(content.namespace, self.creds)
+            return await self.client.download_artifact(
+                task_id, content.artifact, dest, self.creds, MAX_DOWNLOAD
+            )
+        return await self.client.download(content.url, dest, MAX_DOWNLOAD)
+
+    async def _mount(
+        self, spec: payloads.Payload, mounter: mounting.Mounter, tasklog: TaskLog
+    ) -> Outcome | None:
+        """Make the mounts; the outcome if the run ends here (the commands don't run)."""
+        if not spec.mounts:
+            return None
+        problems = mounting.requirement_problems(
+            spec.mounts,
+            list(self.definition.get("scopes", [])),
+            list(self.definition.get("dependencies", [])),
+        )
+        if problems:
+            tasklog.raw_lines([payloads.ERROR_PREFIX + line for line in problems])
+            return Outcome("exception", "malformed-payload")
+        try:
+            await mounter.mount_all(spec.mounts)
+        except mounting.MountFailed as exc:
+            tasklog.error(f"[mounts] {exc.message}")
+            return Outcome("exception", exc.reason)
+        return None
+
+    def _unmount(self, spec: payloads.Payload, mounter: mounting.Mounter, outcome: Outcome | None) -> None:
+        """Caches go back for the next task, unless the run was stopped or its exit code asks to purge."""
+        result = self.last_result
+        why = ""
+        if self.abort.reason or (outcome is not None and outcome.reason == SHUTDOWN):
+            why = "the task was stopped and may have left them inconsistent"
+        elif result is not None and result.kind in ("max-run-time", "aborted"):
+            why = "the task was aborted and may have left them inconsistent"
+        elif result is not None:
+            code = 0 if result.ok else result.exit_code
+            if code is not None and code in spec.purge_caches_exit_codes:
+                why = f"the last command's exit code {code} is in onExitStatus.purgeCaches"
+        if why and mounter.borrowed:
+            mounter.say(f"[mounts] Purging caches since {why}")
+        mounter.unmount(purge=bool(why))
+
     # Commands ------------------------------------------------------------------------------
 
     def _environment(self, spec: payloads.Payload) -> dict[str, str]:
@@ -192,6 +256,7 @@ class TaskRun:
         return self._judge(result, spec, tasklog)
 
     def _judge(self, result: Result, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
+        self.last_result = result
         if result.ok:
             return None
         if result.kind == "aborted":  # cancelled or lost runs are not reported at all (_settle)
