@@ -75,3 +75,13 @@ def _target(url: str) -> tuple[str, int, str]:
     port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return host, port, resource
+
+
+def restricted_ext(certificate: str | dict[str, Any] | None, authorized_scopes: list[str]) -> str:
+    """The `ext` that carries a certificate (if any) and `authorizedScopes`: the request is then
+    allowed only what both the credentials and those scopes allow."""
+    ext: dict[str, Any] = {"authorizedScopes": authorized_scopes}
+    if certificate:
+        ext["certificate"] = json.loads(certificate) if isinstance(certificate, str) else certificate
+    raw = json.dumps(ext, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()

@@ -24,12 +24,13 @@ from taskyard.worker import jsonschema
 DEFAULT_MAX_RUN_TIME_LIMIT = 86400
 DEFAULT_LIVE_LOG = "public/logs/live.log"
 DEFAULT_BACKING_LOG = "public/logs/live_backing.log"
-# Features generic-worker knows. A task may name them, but only the logs exist here.
+# Features generic-worker knows. A task may name them, but only these exist here: the logs, and
+# the task's own taskcluster-proxy (worker/proxy.py).
 KNOWN_FEATURES = (
     "backingLog", "chainOfTrust", "interactive", "liveLog", "loopbackAudio", "loopbackVideo",
     "resourceMonitor", "runAsAdministrator", "runTaskAsCurrentUser", "taskclusterProxy",
 )  # fmt: skip
-SUPPORTED_FEATURES = ("liveLog", "backingLog")
+SUPPORTED_FEATURES = ("liveLog", "backingLog", "taskclusterProxy")
 # Artifact expiry may miss the task's bounds by this much: upstream timestamps get rounded.
 EXPIRY_TOLERANCE_MS = dates.SECOND
 ERROR_PREFIX = "[taskcluster:error] "
@@ -135,6 +136,7 @@ class Payload:
     live_log: str
     backing_log: str
     live_log_enabled: bool
+    taskcluster_proxy: bool = False
 
 
 class MalformedPayload(Exception):
@@ -197,6 +199,7 @@ def _build(body: LooseJSON, task_expires: Millis) -> Payload:
         # backingLog: false is accepted but changes nothing: the backing log is where the
         # task's output reaches the queue, so taskyard's worker always uploads it.
         live_log_enabled=features.get("liveLog", True),
+        taskcluster_proxy=features.get("taskclusterProxy", False),
     )
 
 

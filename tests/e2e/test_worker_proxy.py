@@ -1,0 +1,227 @@
+"""`features.taskclusterProxy`: a real worker gives a task its own proxy, and the task calls the
+real server through it with its own scopes, never the worker's.
+
+The tasks are Python scripts run with this interpreter (TaskCluster's client is installed in it);
+each writes what it saw to `result.json`, uploaded as an artifact. Claims last two seconds here, so
+every run is reclaimed (new credentials) while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import taskcluster
+
+from tests.e2e.conftest import Server, start_server
+from tests.e2e.helpers import slug
+from tests.e2e.workers import WorkerProcess, create, fetch, log_text, resolved
+
+CLAIM_TIMEOUT = 2
+# Reading tasks and statuses takes scopes here (the anonymous role reads public artifacts only).
+READ = ["queue:get-task:*", "queue:status:*"]
+
+# What every task script starts with: calls through the proxy with urllib (no credentials).
+PRELUDE = """
+import json, os, sys, time, urllib.error, urllib.parse, urllib.request
+PROXY = os.environ["TASKCLUSTER_PROXY_URL"]
+seen = {}
+
+def call(method, path, body=None, base=PROXY):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request) as answer:
+            return answer.status, json.loads(answer.read() or b"null"), dict(answer.headers)
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null"), dict(error.headers)
+"""
+WRITE = "\nopen('result.json', 'w').write(json.dumps(seen))\n"
+
+
+@pytest.fixture(scope="module")
+def server(module_db_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """This module's own server: claims last two seconds, so runs are reclaimed while they run."""
+    running = start_server(module_db_url, tmp_path_factory.mktemp("proxy"), claim_timeout=CLAIM_TIMEOUT)
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    """A worker running two tasks at once, with a proxy URL and credentials in its own environment
+    that no task may see."""
+    env = {"TASKCLUSTER_PROXY_URL": "http://127.0.0.1:9/the-workers-own", "TASKCLUSTER_CERTIFICATE": ""}
+    process = WorkerProcess(server, tq, tmp_path / "work", args=["--capacity", "2"], env=env).start()
+    yield process
+    process.stop()
+
+
+def python_task(queue: taskcluster.Queue, tq: str, script: str, scopes: list[str], **payload: Any) -> str:
+    body = PRELUDE + textwrap.dedent(script) + WRITE
+    payload = {
+        "command": [[sys.executable, "-c", body]],
+        "features": {"taskclusterProxy": True},
+        "artifacts": [{"type": "file", "path": "result.json", "name": "public/result.json"}],
+        **payload,
+    }
+    return create(queue, tq, payload, scopes=scopes)
+
+
+def result_of(server: Server, queue: taskcluster.Queue, task_id: str) -> dict[str, Any]:
+    run = resolved(queue, task_id)
+    response = fetch(server, task_id, "public/result.json")
+    assert run["state"] == "completed" and response.status_code == 200, log_text(server, task_id)
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def test_a_task_calls_the_api_through_its_proxy_with_its_own_scopes(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    child_queue = f"{tq}-child"
+    scopes = [
+        *READ,
+        "auth:current-scopes",
+        f"queue:create-task:lowest:{child_queue}",
+        "queue:scheduler-id:-",
+        "queue:create-task:project:none",
+    ]
+    script = """
+    task_id = os.environ["TASK_ID"]
+    seen["env"] = {k: v for k, v in os.environ.items() if k.startswith(("TASKCLUSTER_", "TASK_", "RUN_"))}
+    status, body, headers = call("GET", f"/api/queue/v1/task/{task_id}")
+    seen["own"] = [status, body.get("taskQueueId")]
+    seen["shortcut"] = call("GET", f"/queue/v1/task/{task_id}")[0]
+    seen["current"] = call("GET", "/api/auth/v1/scopes/current")[:2]
+    child = json.loads(sys.argv[1])
+    seen["allowed"] = call("PUT", "/api/queue/v1/task/" + child["ids"][0], child["allowed"])[:2]
+    seen["refused"] = call("PUT", "/api/queue/v1/task/" + child["ids"][1], child["refused"])[:2]
+    root = PROXY.rsplit("/", 1)[0]
+    seen["no_token"] = call("GET", "/api/queue/v1/ping", base=root)[0]
+    seen["wrong_token"] = call("GET", "/api/queue/v1/ping", base=root + "/x" + PROXY.rsplit("/", 1)[1])[0]
+    seen["not_api"] = call("GET", "/example.com/path")[0]
+    seen["bewit"] = call("POST", "/bewit")[0]
+    """
+    ids = [slug(), slug()]
+    child = {
+        "ids": ids,
+        "allowed": _child(child_queue, "child in an allowed queue"),
+        "refused": _child(tq.split("/")[0] + "/elsewhere", "child in a queue the task's scopes don't cover"),
+    }
+    body = PRELUDE + textwrap.dedent(script) + WRITE
+    payload = {
+        "command": [[sys.executable, "-c", body, json.dumps(child)]],
+        "features": {"taskclusterProxy": True},
+        "artifacts": [{"type": "file", "path": "result.json", "name": "public/result.json"}],
+    }
+    task_id = create(queue, tq, payload, scopes=scopes)
+    seen = result_of(server, queue, task_id)
+
+    assert seen["own"] == [200, tq], seen
+    assert seen["shortcut"] == 200
+    status, current = seen["current"]
+    assert status == 200
+    assert set(scopes) | {f"queue:create-artifact:{task_id}/0"} <= set(current["scopes"])
+    # Not the worker's (root) scopes, nor what the claim's credentials hold beyond the task's.
+    assert "*" not in current["scopes"] and f"queue:reclaim-task:{task_id}/0" not in current["scopes"]
+    assert seen["allowed"][0] == 200, seen["allowed"][1]["message"]
+    assert queue.task(ids[0])["taskQueueId"] == child_queue
+    assert seen["refused"][0] == 403 and seen["refused"][1]["code"] == "InsufficientScopes", seen["refused"]
+    assert (seen["no_token"], seen["wrong_token"], seen["not_api"], seen["bewit"]) == (403, 403, 404, 404)
+    env = seen["env"]
+    assert env["TASKCLUSTER_PROXY_URL"].startswith("http://127.0.0.1:")
+    assert "the-workers-own" not in env["TASKCLUSTER_PROXY_URL"]
+    assert not {"TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE"} & set(env)
+    assert server.access_token not in json.dumps(env)
+    assert (env["TASK_ID"], env["RUN_ID"], env["TASKCLUSTER_ROOT_URL"]) == (task_id, "0", server.root_url)
+    assert env["TASKCLUSTER_WORKER_GROUP"] == "e2e"
+    assert json.loads(env["TASKCLUSTER_WORKER_LOCATION"]) == {"cloud": "static"}
+
+
+def test_the_proxy_signs_with_the_new_credentials_after_a_reclaim(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    script = f"""
+    path = "/api/queue/v1/task/" + os.environ["TASK_ID"]
+    status, _, headers = call("GET", path)
+    seen["before"] = [status, headers["X-Taskcluster-Proxy-Temp-ClientId"]]
+    time.sleep({CLAIM_TIMEOUT * 1.5})  # the worker reclaims halfway to takenUntil: at least once by now
+    status, _, headers = call("GET", path)
+    seen["after"] = [status, headers["X-Taskcluster-Proxy-Temp-ClientId"]]
+    """
+    seen = result_of(server, queue, python_task(queue, tq, script, READ))
+    assert seen["before"][0] == seen["after"][0] == 200
+    # A temporary clientId names the claim's end (`.../until/<takenUntil>`): a reclaim's differs.
+    assert seen["before"][1] != seen["after"][1]
+
+
+def test_two_tasks_at_once_get_their_own_proxies(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    script = """
+    seen["url"] = PROXY
+    seen["own"] = call("GET", "/api/queue/v1/task/" + os.environ["TASK_ID"])[0]
+    open("ready", "w").close()
+    time.sleep(1.5)  # long enough that the other task is running too
+    """
+    ids = [python_task(queue, tq, script, READ) for _ in range(2)]
+    first, second = (result_of(server, queue, task_id) for task_id in ids)
+    assert first["own"] == second["own"] == 200
+    assert first["url"] != second["url"]
+    assert first["url"].rsplit("/", 1)[1] != second["url"].rsplit("/", 1)[1]
+
+
+def test_taskclusters_python_client_works_through_the_proxy(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    """As taskgraph builds its clients in a task: rootUrl = the proxy URL, no credentials."""
+    script = """
+    import requests, taskcluster
+    options = {"rootUrl": PROXY, "maxRetries": 0}
+    task_id = os.environ["TASK_ID"]
+    tc_queue = taskcluster.Queue(options)
+    seen["task"] = tc_queue.task(task_id)["taskQueueId"]
+    seen["statuses"] = [s["taskId"] for s in tc_queue.statuses({"taskIds": [task_id]})["statuses"]]
+    seen["latest"] = tc_queue.getLatestArtifact(sys.argv[1], "public/data.json")
+    seen["content"] = requests.get(seen["latest"]["url"], timeout=30).text  # as taskgraph does
+    seen["current"] = taskcluster.Auth(options).currentScopes()["scopes"]
+    seen["index"] = taskcluster.Index(options).findTasksAtIndex({"indexes": ["no.such.namespace"]})
+    """
+    producer = create(
+        queue,
+        tq,
+        {
+            "command": [["/bin/sh", "-c", "echo '{\"a\": 1}' > data.json"]],
+            "artifacts": [{"type": "file", "path": "data.json", "name": "public/data.json"}],
+        },
+    )
+    assert resolved(queue, producer)["state"] == "completed"
+    body = PRELUDE + textwrap.dedent(script) + WRITE
+    payload = {
+        "command": [[sys.executable, "-c", body, producer]],
+        "features": {"taskclusterProxy": True},
+        "artifacts": [{"type": "file", "path": "result.json", "name": "public/result.json"}],
+    }
+    task_id = create(queue, tq, payload, scopes=[*READ, "auth:current-scopes", "index:find-task:*"])
+    seen = result_of(server, queue, task_id)
+    assert seen["task"] == tq
+    assert seen["statuses"] == [task_id]
+    assert json.loads(seen["content"]) == {"a": 1}
+    assert "auth:current-scopes" in seen["current"] and "*" not in seen["current"]
+    assert seen["index"]["tasks"] == []
+
+
+def _child(task_queue: str, name: str) -> dict[str, Any]:
+    from tests.e2e.workers import task
+
+    body = task(task_queue, {"command": [["true"]]})
+    body["metadata"]["name"] = name
+    return body
