@@ -54,20 +54,22 @@ class TaskProxy:
         self._signed_for: tuple[Credentials, str] | None = None
         self._runner: web.ServerRunner | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._sock: socket.socket | None = None
         self.url = ""
 
     async def start(self) -> str:
         """Listen on 127.0.0.1 (a port the kernel picks); the URL to give the task."""
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock = sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         self._http = aiohttp.ClientSession(
             auto_decompress=False, timeout=CALL_TIMEOUT, connector=aiohttp.TCPConnector(limit=50)
         )
-        self._runner = web.ServerRunner(web.Server(self._handle, access_log=None), handle_signals=False)
+        self._runner = web.ServerRunner(
+            web.Server(self._handle, access_log=None), handle_signals=False, shutdown_timeout=0.5
+        )
         await self._runner.setup()
-        await web.SockSite(self._runner, sock, shutdown_timeout=0.5).start()
+        await web.SockSite(self._runner, sock).start()
         self.url = f"http://127.0.0.1:{port}{self._prefix}"
         return self.url
 
@@ -79,6 +81,9 @@ class TaskProxy:
         if self._http is not None:
             await self._http.close()
             self._http = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     # Requests ------------------------------------------------------------------------------
 
