@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 import taskcluster
 
 from tests.e2e.conftest import Server, start_server
@@ -164,19 +165,45 @@ def test_the_proxy_signs_with_the_new_credentials_after_a_reclaim(
 
 
 def test_two_tasks_at_once_get_their_own_proxies(
-    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path
 ) -> None:
+    """Running together, each task finds the other's proxy port but not its token: refused."""
     script = """
     seen["url"] = PROXY
     seen["own"] = call("GET", "/api/queue/v1/task/" + os.environ["TASK_ID"])[0]
-    open("ready", "w").close()
-    time.sleep(1.5)  # long enough that the other task is running too
+    meeting = sys.argv[1]
+    open(os.path.join(meeting, os.environ["TASK_ID"]), "w").write(PROXY)
+    while len(os.listdir(meeting)) < 2:  # both running at once (the test's timeout bounds it)
+        time.sleep(0.05)
+    other = [n for n in os.listdir(meeting) if n != os.environ["TASK_ID"]][0]
+    other_url = open(os.path.join(meeting, other)).read()
+    other_port = other_url.rsplit("/", 1)[0]
+    my_token = PROXY.rsplit("/", 1)[1]
+    seen["other_port"] = call("GET", "/api/queue/v1/task/" + other, base=other_port + "/" + my_token)[0]
+    done = meeting + "-done"
+    open(os.path.join(done, os.environ["TASK_ID"]), "w").close()
+    while len(os.listdir(done)) < 2:  # the other's proxy stays up until it has called this one's
+        time.sleep(0.05)
     """
-    ids = [python_task(queue, tq, script, READ) for _ in range(2)]
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    (tmp_path / "meeting-done").mkdir()
+    body = PRELUDE + textwrap.dedent(script) + WRITE
+    payload = {
+        "command": [[sys.executable, "-c", body, str(meeting)]],
+        "features": {"taskclusterProxy": True},
+        "artifacts": [{"type": "file", "path": "result.json", "name": "public/result.json"}],
+    }
+    ids = [create(queue, tq, payload, scopes=READ) for _ in range(2)]
     first, second = (result_of(server, queue, task_id) for task_id in ids)
     assert first["own"] == second["own"] == 200
-    assert first["url"] != second["url"]
+    assert first["url"].rsplit("/", 1) != second["url"].rsplit("/", 1)  # port and token both differ
     assert first["url"].rsplit("/", 1)[1] != second["url"].rsplit("/", 1)[1]
+    assert first["other_port"] == second["other_port"] == 403
+    # Each stopped with its task: nothing listens on its port any more.
+    for url in (first["url"], second["url"]):
+        with pytest.raises(requests.ConnectionError):
+            requests.get(url + "/api/queue/v1/ping", timeout=10)
 
 
 def test_taskclusters_python_client_works_through_the_proxy(
