@@ -35,6 +35,7 @@ if str(ROOT_DIR) not in sys.path:  # run as a script: `bench.*` is imported from
     sys.path.insert(0, str(ROOT_DIR))
 
 from bench.lifecycle import Server, kill_leftovers, taskyard_command  # noqa: E402
+
 from taskyard.auth import hawk, hawk_client  # noqa: E402
 from taskyard.worker.client import Credentials  # noqa: E402
 from taskyard.worker.proxy import TaskProxy  # noqa: E402
