@@ -11,15 +11,23 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import requests
 import taskcluster
+from yarl import URL
 
-from tests.e2e.conftest import Server, start_server
+from taskyard.auth import hawk
+from taskyard.worker.client import Credentials
+from taskyard.worker.proxy import TaskProxy
+from tests.e2e import helpers
+from tests.e2e.conftest import ROOT_CLIENT_ID, Server, start_server
 from tests.e2e.helpers import slug
 from tests.e2e.workers import WorkerProcess, create, fetch, log_text, resolved
 
@@ -252,3 +260,71 @@ def _child(task_queue: str, name: str) -> dict[str, Any]:
     body = task(task_queue, {"command": [["true"]]})
     body["metadata"]["name"] = name
     return body
+
+
+# The proxy itself, in this process, against the module's server -------------------------------
+
+
+def proxy_for(server: Server, root_url: str | None = None, scopes: list[str] | None = None) -> TaskProxy:
+    """A TaskProxy signing with temporary credentials of the root client, as a run's are made."""
+    start = int(time.time() * 1000) - 60_000
+    temp = hawk.temporary_credentials(ROOT_CLIENT_ID, server.access_token, ["*"], start, start + 3_600_000)
+    creds = Credentials(temp["clientId"], temp["accessToken"], temp["certificate"])
+    return TaskProxy(root_url or server.root_url, lambda: creds, scopes or ["*"])
+
+
+async def test_the_proxy_passes_paths_queries_bodies_and_redirects_as_sent(
+    server: Server, queue: taskcluster.Queue, tq: str
+) -> None:
+    group = slug()
+    ids = [helpers.create(queue, tq, taskGroupId=group) for _ in range(2)]
+    claim = helpers.claim_one(queue, tq)
+    task_id = claim["status"]["taskId"]
+    target = "https://example.com/somewhere?x=1"
+    reference = {"storageType": "reference", "expires": helpers.iso(helpers.now() + timedelta(hours=1))}
+    queue.createArtifact(
+        task_id, "0", "public/a/ref", {**reference, "url": target, "contentType": "text/plain"}
+    )
+    big_id = slug()
+    big = helpers.definition(tq, taskGroupId=group, extra={"blob": "x" * 400_000})
+    proxy = proxy_for(server)
+    url = await proxy.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            # An encoded "/" stays encoded; the 303 comes back, not followed.
+            artifact = f"{url}/api/queue/v1/task/{task_id}/runs/0/artifacts/public%2Fa%2Fref"
+            async with http.get(artifact, allow_redirects=False) as answer:
+                assert answer.status == 303 and answer.headers["Location"] == target
+            # The query goes as sent, byte for byte (%31 is "1", still encoded): as it was signed.
+            async with http.get(
+                URL(f"{url}/api/queue/v1/task-group/{group}/list?limit=%31", encoded=True)
+            ) as answer:
+                listed = await answer.json()
+                assert answer.status == 200 and len(listed["tasks"]) == 1 and listed["continuationToken"]
+            # A large body streams through, its answer too.
+            async with http.put(f"{url}/api/queue/v1/task/{big_id}", json=big) as answer:
+                assert answer.status == 200, await answer.text()
+            async with http.get(f"{url}/api/queue/v1/task/{big_id}") as answer:
+                assert (await answer.json())["extra"]["blob"] == "x" * 400_000
+            # Odd paths: the server's own 404, never a 401 or a 500.
+            async with http.get(f"{url}/api/queue/v1/no%zzsuch") as answer:
+                assert answer.status == 404
+            async with http.get(f"{url}/api/queue") as answer:
+                assert answer.status == 404
+                assert "not a TaskCluster API path" in (await answer.json())["message"]
+            async with http.get(url) as answer:
+                assert answer.status == 404
+    finally:
+        await proxy.stop()
+    assert set(ids) <= {t["status"]["taskId"] for t in queue.listTaskGroup(group)["tasks"]}
+
+
+async def test_the_proxy_answers_502_when_the_server_is_unreachable(server: Server) -> None:
+    proxy = proxy_for(server, root_url="http://127.0.0.1:1")
+    url = await proxy.start()
+    try:
+        async with aiohttp.ClientSession() as http, http.get(f"{url}/api/queue/v1/ping") as answer:
+            assert answer.status == 502
+            assert (await answer.json())["code"] == "ProxyUnreachable"
+    finally:
+        await proxy.stop()

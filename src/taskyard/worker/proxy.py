@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from taskyard.auth import hawk_client
 from taskyard.worker.client import Credentials
@@ -131,7 +132,12 @@ class TaskProxy:
         response: web.StreamResponse | None = None
         try:
             async with self._http.request(
-                request.method, target, headers=headers, data=data, allow_redirects=False
+                # encoded=True: sent byte for byte as the task wrote it, and as it was signed.
+                request.method,
+                URL(target, encoded=True),
+                headers=headers,
+                data=data,
+                allow_redirects=False,
             ) as answer:
                 response = web.StreamResponse(status=answer.status, reason=answer.reason)
                 for key, value in answer.headers.items():
