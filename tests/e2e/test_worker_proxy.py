@@ -8,6 +8,7 @@ every run is reclaimed (new credentials) while it runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import textwrap
@@ -262,6 +263,14 @@ def _child(task_queue: str, name: str) -> dict[str, Any]:
     return body
 
 
+def test_a_task_without_the_feature_gets_no_proxy_url_not_even_the_workers(
+    server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess
+) -> None:
+    script = 'test -z "$TASKCLUSTER_PROXY_URL" && test -z "$TASKCLUSTER_ACCESS_TOKEN" && test -n "$TASK_ID"'
+    task_id = create(queue, tq, {"command": [["/bin/sh", "-c", script]]})
+    assert resolved(queue, task_id)["state"] == "completed", log_text(server, task_id)
+
+
 # The proxy itself, in this process, against the module's server -------------------------------
 
 
@@ -317,6 +326,27 @@ async def test_the_proxy_passes_paths_queries_bodies_and_redirects_as_sent(
     finally:
         await proxy.stop()
     assert set(ids) <= {t["status"]["taskId"] for t in queue.listTaskGroup(group)["tasks"]}
+
+
+async def test_fifty_calls_at_once_go_through(server: Server, queue: taskcluster.Queue, tq: str) -> None:
+    """As taskgraph creates a graph's tasks: up to 50 createTask calls at a time."""
+    proxy = proxy_for(server)
+    url = await proxy.start()
+    ids = [slug() for _ in range(50)]
+    group = slug()
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def create_one(task_id: str) -> int:
+                body = helpers.definition(tq, taskGroupId=group)
+                async with http.put(f"{url}/api/queue/v1/task/{task_id}", json=body) as answer:
+                    return answer.status
+
+            statuses = await asyncio.gather(*(create_one(task_id) for task_id in ids))
+    finally:
+        await proxy.stop()
+    assert statuses == [200] * 50
+    assert {t["status"]["taskId"] for t in queue.listTaskGroup(group)["tasks"]} == set(ids)
 
 
 async def test_the_proxy_answers_502_when_the_server_is_unreachable(server: Server) -> None:
