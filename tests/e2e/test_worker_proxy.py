@@ -358,3 +358,25 @@ async def test_the_proxy_answers_502_when_the_server_is_unreachable(server: Serv
             assert (await answer.json())["code"] == "ProxyUnreachable"
     finally:
         await proxy.stop()
+
+
+async def test_curl_can_send_a_body_through_the_proxy(
+    server: Server, queue: taskcluster.Queue, tq: str
+) -> None:
+    """curl sends `Expect: 100-continue` with a body over 1 kB, and waits for the 100."""
+    proxy = proxy_for(server)
+    url = await proxy.start()
+    task_id = slug()
+    body = json.dumps(helpers.definition(tq, extra={"pad": "x" * 5000}))
+    try:
+        curl = await asyncio.create_subprocess_exec(
+            "curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "-X", "PUT",
+            "-H", "Content-Type: application/json", "-H", "Expect: 100-continue", "--data-binary", "@-",
+            "--expect100-timeout", "30", "--max-time", "20", f"{url}/api/queue/v1/task/{task_id}",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, _ = await curl.communicate(body.encode())
+    finally:
+        await proxy.stop()
+    assert out == b"200"
+    assert queue.task(task_id)["extra"]["pad"] == "x" * 5000
