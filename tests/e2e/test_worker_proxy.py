@@ -118,7 +118,7 @@ def test_a_task_calls_the_api_through_its_proxy_with_its_own_scopes(
     seen["no_token"] = call("GET", "/api/queue/v1/ping", base=root)[0]
     seen["wrong_token"] = call("GET", "/api/queue/v1/ping", base=root + "/x" + PROXY.rsplit("/", 1)[1])[0]
     seen["not_api"] = call("GET", "/example.com/path")[0]
-    seen["bewit"] = call("POST", "/bewit")[0]
+    seen["bewit"] = call("POST", "/bewit")[0]  # no URL to sign
     """
     ids = [slug(), slug()]
     child = {
@@ -145,7 +145,7 @@ def test_a_task_calls_the_api_through_its_proxy_with_its_own_scopes(
     assert seen["allowed"][0] == 200, seen["allowed"][1]["message"]
     assert queue.task(ids[0])["taskQueueId"] == child_queue
     assert seen["refused"][0] == 403 and seen["refused"][1]["code"] == "InsufficientScopes", seen["refused"]
-    assert (seen["no_token"], seen["wrong_token"], seen["not_api"], seen["bewit"]) == (403, 403, 404, 404)
+    assert (seen["no_token"], seen["wrong_token"], seen["not_api"], seen["bewit"]) == (403, 403, 404, 400)
     env = seen["env"]
     assert env["TASKCLUSTER_PROXY_URL"].startswith("http://127.0.0.1:")
     assert "the-workers-own" not in env["TASKCLUSTER_PROXY_URL"]
@@ -347,6 +347,35 @@ async def test_fifty_calls_at_once_go_through(server: Server, queue: taskcluster
         await proxy.stop()
     assert statuses == [200] * 50
     assert {t["status"]["taskId"] for t in queue.listTaskGroup(group)["tasks"]} == set(ids)
+
+
+async def test_bewit_signs_a_url_with_the_tasks_scopes(
+    server: Server, queue: taskcluster.Queue, tq: str
+) -> None:
+    task_id = helpers.create(queue, tq)
+    target = f"{server.root_url}/api/queue/v1/task/{task_id}"
+    anonymous = requests.get(target, timeout=30)
+    assert anonymous.status_code == 403  # reading a task takes a scope the anonymous role lacks
+    allowed, denied = proxy_for(server, scopes=["queue:get-task:*"]), proxy_for(server, scopes=["none"])
+    urls = [await allowed.start(), await denied.start()]
+    try:
+        async with aiohttp.ClientSession() as http:
+            signed = []
+            for url in urls:
+                async with http.post(f"{url}/bewit", data=target, allow_redirects=False) as answer:
+                    assert answer.status == 303
+                    assert answer.headers["Location"] == await answer.text()
+                    signed.append(answer.headers["Location"])
+            async with http.post(f"{urls[0]}/bewit", data="not a url") as answer:
+                assert answer.status == 400
+            async with http.put(f"{urls[0]}/credentials", data="{}") as answer:
+                assert answer.status == 404
+    finally:
+        await allowed.stop()
+        await denied.stop()
+    # The signed URLs work without credentials, with the scopes of the proxy that signed them.
+    assert requests.get(signed[0], timeout=30).json()["taskQueueId"] == tq
+    assert requests.get(signed[1], timeout=30).status_code == 403
 
 
 async def test_the_proxy_answers_502_when_the_server_is_unreachable(server: Server) -> None:

@@ -22,6 +22,7 @@ import secrets
 import socket
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 from aiohttp import web
@@ -39,6 +40,7 @@ _HOP = frozenset(
      "transfer-encoding", "upgrade", "host", "authorization", "expect")
 )  # fmt: skip
 CALL_TIMEOUT = aiohttp.ClientTimeout(total=300, sock_connect=30)
+BEWIT_TTL = 3600.0  # seconds a /bewit URL lasts, as taskcluster-proxy's
 
 
 class TaskProxy:
@@ -99,10 +101,10 @@ class TaskProxy:
                 "This is a task's taskcluster-proxy: use the URL in TASKCLUSTER_PROXY_URL.",
             )
         path = rest.split("?", 1)[0]
+        if path == "/bewit":
+            return await self._bewit(request)
         if path.startswith(("/bewit", "/credentials")):
-            return _error(
-                404, "ResourceNotFound", f"{path}: taskyard's proxy does not offer /bewit or /credentials."
-            )
+            return _error(404, "ResourceNotFound", f"{path}: taskyard's proxy does not offer /credentials.")
         target = self._target(rest)
         if target is None:
             return _error(
@@ -159,6 +161,17 @@ class TaskProxy:
                 raise  # the answer had begun: its connection is dropped, the task sees it cut short
             log.warning("taskcluster-proxy: %s %s: %s", request.method, target, exc)
             return _error(502, "ProxyUnreachable", f"{request.method} {target}: {type(exc).__name__}: {exc}")
+
+    async def _bewit(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The URL in the body, signed for an hour with a bewit (the task's scopes, as every call):
+        303 to it, the URL as the body too."""
+        target = (await request.text()).strip()
+        parts = urlsplit(target)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            return _error(400, "InputError", "/bewit: the body must be a full http(s) URL to sign")
+        creds, ext = self._signing()
+        signed = hawk_client.bewit_url(target, creds.client_id, creds.access_token, ext=ext, ttl=BEWIT_TTL)
+        return web.Response(status=303, headers={"Location": signed}, text=signed)
 
     def _signing(self) -> tuple[Credentials, str]:
         """The current credentials and their `ext`, made again only when a reclaim replaced them."""
