@@ -153,9 +153,14 @@ def test_every_known_feature_may_be_turned_off(feature: str) -> None:
     parse(body(features={feature: False}))
 
 
-@pytest.mark.parametrize("feature", ["liveLog", "backingLog"])
-def test_log_features_may_be_turned_on(feature: str) -> None:
+@pytest.mark.parametrize("feature", ["liveLog", "backingLog", "taskclusterProxy"])
+def test_supported_features_may_be_turned_on(feature: str) -> None:
     parse(body(features={feature: True}))
+
+
+def test_the_proxy_is_off_unless_asked_for() -> None:
+    assert not parse(body()).taskcluster_proxy
+    assert parse(body(features={"taskclusterProxy": True})).taskcluster_proxy
 
 
 def test_same_file_listed_twice_with_different_expiry_is_fine() -> None:
@@ -404,7 +409,7 @@ def test_artifact_expiry_in_another_timezone_is_compared_as_an_instant() -> None
     )
 
 
-@pytest.mark.parametrize("feature", sorted(set(payload.KNOWN_FEATURES) - {"liveLog", "backingLog"}))
+@pytest.mark.parametrize("feature", sorted(set(payload.KNOWN_FEATURES) - set(payload.SUPPORTED_FEATURES)))
 def test_unsupported_feature_turned_on(feature: str) -> None:
     assert messages(body(features={feature: True}), task_queue_id="proj/linux") == [
         f'this task is attempting to use feature "{feature}", '

@@ -75,3 +75,35 @@ def _target(url: str) -> tuple[str, int, str]:
     port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
     resource = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return host, port, resource
+
+
+def restricted_ext(certificate: str | dict[str, Any] | None, authorized_scopes: list[str]) -> str:
+    """The `ext` that carries a certificate (if any) and `authorizedScopes`: the request is then
+    allowed only what both the credentials and those scopes allow."""
+    ext: dict[str, Any] = {"authorizedScopes": authorized_scopes}
+    if certificate:
+        ext["certificate"] = json.loads(certificate) if isinstance(certificate, str) else certificate
+    raw = json.dumps(ext, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def bewit_url(
+    url: str,
+    client_id: str,
+    access_token: str,
+    *,
+    ext: str | None = None,
+    ttl: float = 3600,
+    now: float | None = None,
+) -> str:
+    """`url` with a `bewit` query parameter that lets anyone GET it for `ttl` seconds, as Hawk's
+    client signs it (the MAC of the URL without the bewit, then the bewit appended)."""
+    host, port, resource = _target(url)
+    exp = str(int((time.time() if now is None else now) + ttl))
+    artifacts = hawk.MacInput(
+        ts=exp, nonce="", method="GET", resource=resource, host=host, port=port, ext=ext or ""
+    )
+    mac = hawk.calculate_mac("bewit", access_token, artifacts)
+    raw = f"{client_id}\\{exp}\\{mac}\\{ext or ''}".encode()
+    bewit = base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return f"{url}{'&' if '?' in url else '?'}bewit={bewit}"

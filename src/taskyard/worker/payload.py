@@ -24,12 +24,13 @@ from taskyard.worker import archives, jsonschema, mounts
 DEFAULT_MAX_RUN_TIME_LIMIT = 86400
 DEFAULT_LIVE_LOG = "public/logs/live.log"
 DEFAULT_BACKING_LOG = "public/logs/live_backing.log"
-# Features generic-worker knows. A task may name them, but only the logs exist here.
+# Features generic-worker knows. A task may name them, but only these exist here: the logs, and
+# the task's own taskcluster-proxy (worker/proxy.py).
 KNOWN_FEATURES = (
     "backingLog", "chainOfTrust", "interactive", "liveLog", "loopbackAudio", "loopbackVideo",
     "resourceMonitor", "runAsAdministrator", "runTaskAsCurrentUser", "taskclusterProxy",
 )  # fmt: skip
-SUPPORTED_FEATURES = ("liveLog", "backingLog")
+SUPPORTED_FEATURES = ("liveLog", "backingLog", "taskclusterProxy")
 # Artifact expiry may miss the task's bounds by this much: upstream timestamps get rounded.
 EXPIRY_TOLERANCE_MS = dates.SECOND
 ERROR_PREFIX = "[taskcluster:error] "
@@ -148,6 +149,7 @@ class Payload:
     live_log_enabled: bool
     mounts: list[mounts.Mount] = field(default_factory=list)
     purge_caches_exit_codes: frozenset[int] = frozenset()
+    taskcluster_proxy: bool = False
 
 
 class MalformedPayload(Exception):
@@ -218,6 +220,7 @@ def _build(body: LooseJSON, task_expires: Millis) -> Payload:
         purge_caches_exit_codes=frozenset(
             int(code) for code in body.get("onExitStatus", {}).get("purgeCaches", [])
         ),
+        taskcluster_proxy=features.get("taskclusterProxy", False),
     )
 
 

@@ -25,6 +25,7 @@ from taskyard.worker import mounts as mounting
 from taskyard.worker import payload as payloads
 from taskyard.worker import uploads
 from taskyard.worker.client import Credentials, QueueClient
+from taskyard.worker.proxy import TaskProxy, authorized_scopes
 from taskyard.worker.runner import Abort, Result, run_commands
 from taskyard.worker.tasklog import TaskLog
 
@@ -33,8 +34,13 @@ LOG_TYPE = "text/plain; charset=utf-8"
 CANCELED = "canceled"
 CLAIM_LOST = "claim-lost"
 SHUTDOWN = "worker-shutdown"
-# Variables of the worker's own environment a task must never see.
-_PRIVATE_ENV = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
+# Variables of the worker's own environment a task must never see: its credentials, and a proxy
+# URL that would sign the task's calls with someone else's scopes.
+_PRIVATE_ENV = (
+    "TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE", "TASKCLUSTER_PROXY_URL",
+)  # fmt: skip
+# TASKCLUSTER_WORKER_LOCATION as worker-runner's static provider describes a worker on its own host.
+WORKER_LOCATION = '{"cloud":"static"}'
 MAX_DOWNLOAD = 4 * 1024**3  # bytes one mount's content may have
 # The writable caches of each work directory: shared by its runs, one borrower per cache at a time.
 _CACHES: dict[Path, mounting.Caches] = {}
@@ -232,7 +238,7 @@ class TaskRun:
 
     # Commands ------------------------------------------------------------------------------
 
-    def _environment(self, spec: payloads.Payload) -> dict[str, str]:
+    def _environment(self, spec: payloads.Payload, proxy_url: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV and not k.startswith("TASKYARD_")}
         env.update(spec.env)
         env.update(
@@ -241,18 +247,31 @@ class TaskRun:
             TASK_GROUP_ID=self.definition.get("taskGroupId", self.task_id),
             TASK_WORKDIR=str(self.task_dir.absolute()),
             TASKCLUSTER_ROOT_URL=self.config.root_url,
+            TASKCLUSTER_WORKER_GROUP=self.config.worker_group,
+            TASKCLUSTER_WORKER_LOCATION=WORKER_LOCATION,
         )
+        if proxy_url is not None:
+            env["TASKCLUSTER_PROXY_URL"] = proxy_url
         return env
 
     async def _run_commands(self, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
-        result = await run_commands(
-            spec.command,
-            cwd=self.task_dir.absolute(),
-            env=self._environment(spec),
-            max_run_time=spec.max_run_time,
-            abort=self.abort,
-            log=tasklog,
-        )
+        proxy = None
+        if spec.taskcluster_proxy:
+            scopes = authorized_scopes(self.task_id, self.run_id, self.definition)
+            proxy = TaskProxy(self.config.root_url, lambda: self.creds, scopes)
+        try:
+            proxy_url = await proxy.start() if proxy is not None else None
+            result = await run_commands(
+                spec.command,
+                cwd=self.task_dir.absolute(),
+                env=self._environment(spec, proxy_url),
+                max_run_time=spec.max_run_time,
+                abort=self.abort,
+                log=tasklog,
+            )
+        finally:
+            if proxy is not None:
+                await proxy.stop()
         return self._judge(result, spec, tasklog)
 
     def _judge(self, result: Result, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
