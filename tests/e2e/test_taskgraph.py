@@ -50,7 +50,7 @@ def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
 
 
 def kinds(tq: str) -> dict[str, str]:
-    """The repository's files: the graph's config for taskyard's worker, and two kinds."""
+    """The repository's files: the graph's config for taskyard's worker, and three kinds."""
     provisioner, worker_type = tq.split("/")
     return {
         ".taskcluster.yml": "version: 1\ntasks: []\n",  # taskgraph hashes it for actions.json
@@ -96,6 +96,22 @@ def kinds(tq: str) -> dict[str, str]:
                 worker:
                   max-run-time: 600
                   command: [[bash, -c, 'echo testing']]
+            """,
+        # The default loader's run transforms: run-task, which generic-worker payloads get as a
+        # file mount of the decision's own public/run-task.
+        "taskcluster/kinds/lint/kind.yml": """
+            tasks:
+              linux:
+                description: lints with run-task
+                worker-type: linux
+                worker: {max-run-time: 600}
+                run:
+                  using: run-task
+                  checkout: false
+                  # run-task started as root switches to the user `worker` unless told to stay
+                  # root; taskyard's worker runs tasks as its own user, root in a container.
+                  run-as-root: true
+                  command: 'echo linting in $PWD'
             """,
     }
 
@@ -197,8 +213,8 @@ def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
     server.auth_client().createRole(role, {"description": "the decision's", "scopes": decision_scopes(tq)})
 
     decision, labels = decide(server, queue, decision_task(tq, repo, first, first, role))
-    assert set(labels) == {"build-linux", "test-linux"}
-    build, test = labels["build-linux"], labels["test-linux"]
+    assert set(labels) == {"build-linux", "test-linux", "lint-linux"}
+    build, test, lint = labels["build-linux"], labels["test-linux"], labels["lint-linux"]
     for name in ("task-graph.json", "parameters.yml", "full-task-graph.json", "actions.json"):
         assert fetch(server, decision, f"public/{name}").status_code == 200, name
     graph = fetch(server, decision, "public/task-graph.json").json()
@@ -206,12 +222,15 @@ def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
     assert graph[test]["dependencies"] == {"build": build}
 
     # The graph ran in dependency order: the build after the decision, the test after the build.
-    runs = {task_id: resolved(queue, task_id, timeout=GRAPH_TIMEOUT) for task_id in (build, test)}
+    runs = {task_id: resolved(queue, task_id, timeout=GRAPH_TIMEOUT) for task_id in (build, test, lint)}
+    for task_id, run in runs.items():
+        assert run["state"] == "completed", log_text(server, task_id)
     decision_run = queue.status(decision)["status"]["runs"][0]
-    assert [run["state"] for run in runs.values()] == ["completed", "completed"], log_text(server, test)
     assert runs[build]["started"] >= decision_run["resolved"]
+    assert runs[lint]["started"] >= decision_run["resolved"]
     assert runs[test]["started"] >= runs[build]["resolved"]
-    for task_id in (build, test):
+    assert "linting in" in log_text(server, lint)
+    for task_id in (build, test, lint):
         definition = queue.task(task_id)
         assert definition["taskGroupId"] == decision and definition["schedulerId"] == SCHEDULER_ID
     # The server indexed the build from its route.
@@ -229,11 +248,12 @@ def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
     test2 = labels2["test-linux"]
     assert test2 != test
     graph2 = fetch(server, decision2, "public/task-graph.json").json()
-    assert set(graph2) == {test2}
+    assert set(graph2) == {test2, labels2["lint-linux"]}
     assert graph2[test2]["dependencies"] == {"build": build}
-    run = resolved(queue, test2, timeout=GRAPH_TIMEOUT)
-    assert run["state"] == "completed", log_text(server, test2)
-    assert run["started"] >= queue.status(decision2)["status"]["runs"][0]["resolved"]
+    for task_id in graph2:
+        run = resolved(queue, task_id, timeout=GRAPH_TIMEOUT)
+        assert run["state"] == "completed", log_text(server, task_id)
+        assert run["started"] >= queue.status(decision2)["status"]["runs"][0]["resolved"]
     assert len(queue.status(build)["status"]["runs"]) == 1  # not run again
     optimizations = fetch(server, decision2, "public/optimizations.log")
     assert optimizations.status_code == 200
