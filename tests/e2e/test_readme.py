@@ -115,3 +115,16 @@ def test_the_worker_client_example_lets_a_worker_claim(up: Server, tmp_path: Pat
         status = worker.wait(timeout=60)
         log.close()
     assert status == 71, (tmp_path / "worker.log").read_text()
+
+
+def test_the_proxy_task_reads_its_own_definition_through_the_proxy(up: Server, tmp_path: Path) -> None:
+    """The first task's proxy example: its command curls the queue through TASKCLUSTER_PROXY_URL
+    with the task's scopes alone, and its log shows the answer."""
+    (tmp_path / "proxy.yml").write_text(block("yaml", "calls the API through the proxy"))
+    created = taskyard(up, "task", "create", "proxy.yml", cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    task_id = created.stdout.split()[0]
+    followed = taskyard(up, "task", "log", task_id, "-f")
+    assert followed.returncode == 0, followed.stdout + followed.stderr
+    assert '"taskQueueId":"local/default"' in followed.stdout.replace(" ", "")
+    assert "queue:get-task:*" in followed.stdout
