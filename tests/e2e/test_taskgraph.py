@@ -10,7 +10,6 @@ decision finds the first's build in the index and reuses it, while the test task
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -204,6 +203,64 @@ def decide(server: Server, queue: taskcluster.Queue, task: dict[str, Any]) -> tu
     return task_id, found
 
 
+# An action task's reads (a real one would also create tasks, as the decision does).
+ACTION_SCOPES = [
+    "auth:current-scopes",
+    f"index:find-task:{TRUST_DOMAIN}.v2.demo.*",
+    "queue:get-task:*",
+    "queue:list-task-group:*",
+    "queue:status:*",
+]
+ACTION = """
+import json, sys
+from taskgraph.util import taskcluster as tc
+
+decision, build, test, path = sys.argv[1:]
+seen = {
+    "labels": tc.get_artifact(decision, "public/label-to-taskid.json"),
+    "found": tc.find_task_id(path),
+    "state": tc.state_task(build),
+    "ancestors": tc.get_ancestors(test),
+    "incomplete": list(tc.list_task_group_incomplete_tasks(decision)),
+    "scopes": sorted(tc.get_current_scopes()),
+}
+open("result.json", "w").write(json.dumps(seen))
+"""
+
+
+def action_calls(
+    server: Server, queue: taskcluster.Queue, tq: str, decision: str, build: str, test: str
+) -> dict[str, Any]:
+    """What taskgraph's client functions answer in a task with the proxy: getLatestArtifact's
+    JSON `{url}`, findTask, status, tasks, listTaskGroup and currentScopes (the role's scopes
+    expanded, plus the run's own)."""
+    start = now()
+    task_id = slug()
+    body = {
+        "taskQueueId": tq,
+        "created": iso(start),
+        "deadline": iso(start + timedelta(hours=1)),
+        "scopes": ACTION_SCOPES,
+        "payload": {
+            "command": [[sys.executable, "-c", ACTION, decision, build, test, BUILD_INDEX]],
+            "maxRunTime": 600,
+            "features": {"taskclusterProxy": True},
+            "artifacts": [{"type": "file", "path": "result.json", "name": "public/result.json"}],
+        },
+        "metadata": {
+            "name": "action",
+            "description": "reads",
+            "owner": "test@example.com",
+            "source": GITHUB_URL,
+        },
+    }
+    queue.createTask(task_id, body)
+    run = resolved(queue, task_id, timeout=GRAPH_TIMEOUT)
+    assert run["state"] == "completed", log_text(server, task_id)
+    seen: dict[str, Any] = fetch(server, task_id, "public/result.json").json()
+    return seen
+
+
 def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
     server: Server, queue: taskcluster.Queue, tq: str, worker: WorkerProcess, tmp_path: Path
 ) -> None:
@@ -238,6 +295,13 @@ def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
     assert index.findTask(BUILD_INDEX)["taskId"] == build
     assert fetch(server, build, "public/build/app.txt").text.strip() == f"built by {build}"
 
+    # What actions do next, with taskgraph's own client functions through a task's proxy.
+    seen = action_calls(server, queue, tq, decision, build, test)
+    assert seen["labels"] == labels and seen["found"] == build
+    assert seen["state"] == "completed" and seen["incomplete"] == []
+    assert seen["ancestors"] == {build: "build-linux", decision: "decision"}
+    assert set(ACTION_SCOPES) <= set(seen["scopes"])
+
     # A second push: the decision finds the build in the index and reuses it; the test runs again.
     (repo / "README").write_text("a change the build does not depend on\n")
     git(repo, "add", "README")
@@ -255,6 +319,7 @@ def test_a_decision_task_runs_its_graph_and_the_next_reuses_the_indexed_build(
         assert run["state"] == "completed", log_text(server, task_id)
         assert run["started"] >= queue.status(decision2)["status"]["runs"][0]["resolved"]
     assert len(queue.status(build)["status"]["runs"]) == 1  # not run again
+    # The optimization's log names the build as replaced by the first build's task.
     optimizations = fetch(server, decision2, "public/optimizations.log")
-    assert optimizations.status_code == 200
-    assert json.dumps(labels2)  # the map is JSON the next action can read
+    assert optimizations.status_code == 200, optimizations.text
+    assert f"build-linux replaced with {build}" in optimizations.text
