@@ -231,7 +231,7 @@ async def _migrated_to_old_schema(db_url: str, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(
         _queries,
         "migrations",
-        lambda dialect, words: [m for m in every(dialect, words) if m[0] <= OLD_SCHEMA],
+        lambda dialect: [m for m in every(dialect) if m[0] <= OLD_SCHEMA],
     )
     storage = await open_storage(db_url)
     await storage.close()
