@@ -16,6 +16,7 @@ while no scheduler ran collapse into one fire: the next time is computed from no
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from typing import Literal, TypedDict
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 FiredBy = Literal["schedule", "triggerHook", "triggerHookWithToken", "pulseMessage"]
 DAY_MS = 86_400_000
 MAX_ERROR = 131_072  # characters of a fire's stored error
-DUE_BATCH = 100
+DUE_BATCH = 500
+CONCURRENT_FIRES = 16
 
 
 class TriggerAnswer(TypedDict, total=False):
@@ -245,14 +247,22 @@ async def fire_message(h: Hooks, group: str, hook: str, payload: JSONValue) -> N
 
 
 async def fire_due(h: Hooks) -> int:
-    """Fire every hook whose scheduled time has come; answer how many were handled (0: none due)."""
+    """Fire every hook whose scheduled time has come, `CONCURRENT_FIRES` at a time (each fire is a
+    few round trips to the database: one after the other, a thousand hooks due at the same second
+    would take seconds); answer how many were handled (0: none due)."""
     now = h.clock()
     async with h.storage.reader() as session:
         rows = await session.fetch("due_hooks", now, DUE_BATCH)
-    done = 0
-    for row in rows:
-        done += await fire_scheduled(h, row["hook_group_id"], row["hook_id"])
-    return done if len(rows) == DUE_BATCH else 0
+    if not rows:
+        return 0
+    gate = asyncio.Semaphore(CONCURRENT_FIRES)
+
+    async def one(group: str, hook: str) -> int:
+        async with gate:
+            return await fire_scheduled(h, group, hook)
+
+    await asyncio.gather(*(one(row["hook_group_id"], row["hook_id"]) for row in rows))
+    return len(rows) if len(rows) == DUE_BATCH else 0
 
 
 async def fire_scheduled(h: Hooks, group: str, hook: str) -> int:

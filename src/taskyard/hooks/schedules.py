@@ -65,3 +65,15 @@ def next_date(schedule: list[str], reference: Millis) -> Millis:
             continue  # checked when the hook was stored; a newer croniter may read it otherwise
         found = min(found, int(when.timestamp() * 1000))
     return found
+
+
+def upcoming(schedule: list[str], reference: Millis, count: int) -> list[Millis]:
+    """The next `count` fire times after `reference` (fewer for no schedule): what a page shows."""
+    found: list[Millis] = []
+    at = reference
+    while len(found) < count:
+        at = next_date(schedule, at)
+        if at >= NEVER:
+            break
+        found.append(at)
+    return found
