@@ -39,7 +39,7 @@ UPDATE hooks SET trigger_token = $3 WHERE hook_group_id = $1 AND hook_id = $2
 
 -- Hooks whose scheduled fire is due, earliest first.
 -- name: due_hooks
-SELECT hook_group_id, hook_id FROM hooks
+SELECT {{_hook_columns}} FROM hooks
  WHERE next_scheduled_date <= $1
  ORDER BY next_scheduled_date, hook_group_id, hook_id
  LIMIT $2
