@@ -333,3 +333,37 @@ def test_each_scheduled_time_fires_once_across_kill_9(db_url: str, tmp_path: Pat
         assert pending == len(fires)  # no task without its record
     finally:
         running.stop()
+
+
+def test_a_scheduled_fire_the_queue_refuses_fails_alone(
+    server: Server, hooks: taskcluster.Hooks, queue: taskcluster.Queue
+) -> None:
+    """Two hooks due at the same times, one whose task the queue refuses (a dependency that does
+    not exist): its fires are recorded as errors, and the other's still fire."""
+    group = unique()
+    for hook in ("good", "bad", "limited"):
+        grant(server, group, hook)
+    every = ["* * * * * *"]
+    hooks.createHook(group, "good", hook_body("e2e/hooks", schedule=every))
+    missing = taskcluster.slugId()
+    bad_task = {"$let": {"taskQueue": "e2e/hooks"}, "in": {**TEMPLATE, "dependencies": [missing]}}
+    hooks.createHook(group, "bad", {**hook_body("x", schedule=every), "task": bad_task})
+    limited_task = {"$let": {"taskQueue": "e2e/hooks"}, "in": {**TEMPLATE, "scopes": ["secrets:get:nope"]}}
+    hooks.createHook(group, "limited", {**hook_body("x", schedule=every), "task": limited_task})
+
+    def fires(hook: str) -> list[dict[str, Any]] | None:
+        try:
+            return hooks.listLastFires(group, hook)["lastFires"] or None
+        except taskcluster.TaskclusterRestFailure:
+            return None
+
+    bad = wait_for(lambda: fires("bad"), what="the bad hook's fire", timeout=30)
+    limited = wait_for(lambda: fires("limited"), what="the limited hook's fire", timeout=30)
+    good = wait_for(lambda: fires("good"), what="the good hook's fire", timeout=30)
+    for hook in ("good", "bad", "limited"):
+        hooks.removeHook(group, hook)
+    assert bad[0]["result"] == "error" and missing in bad[0]["error"], bad[0]
+    assert limited[0]["result"] == "error" and "secrets:get:nope" in limited[0]["error"], limited[0]
+    assert good[0]["result"] == "success" and queue.task(good[0]["taskId"])["payload"] == {
+        "fired": "schedule"
+    }
