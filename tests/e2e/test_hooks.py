@@ -91,7 +91,9 @@ def test_create_read_list_update_remove(hooks: taskcluster.Hooks) -> None:
 def test_repeating_a_create_without_bindings_conflicts_as_taskcluster_does(hooks: taskcluster.Hooks) -> None:
     group = unique()
     body = hook_body("e2e/q")
-    hooks.createHook(group, "h", body)
+    created = hooks.createHook(group, "h", body)
+    assert "bindings" not in created  # the request, with its defaults, as TaskCluster answers
+    assert hooks.hook(group, "h")["bindings"] == []  # stored with none
     with refused(409, "RequestConflict"):
         hooks.createHook(group, "h", body)
 
@@ -367,3 +369,27 @@ def test_a_scheduled_fire_the_queue_refuses_fails_alone(
     assert good[0]["result"] == "success" and queue.task(good[0]["taskId"])["payload"] == {
         "fired": "schedule"
     }
+
+
+def test_a_template_that_fails_and_a_task_the_queue_refuses_are_400s_recorded(
+    server: Server, hooks: taskcluster.Hooks
+) -> None:
+    group = unique()
+    grant(server, group, "broken")
+    grant(server, group, "invalid")
+    broken = {"$let": {"taskQueue": "e2e/hooks"}, "in": {**TEMPLATE, "tags": {"x": {"$eval": "nosuchname"}}}}
+    hooks.createHook(group, "broken", {**hook_body("x"), "task": broken})
+    invalid = {"$let": {"taskQueue": "e2e/hooks"}, "in": {**TEMPLATE, "priority": "urgent-ish"}}
+    hooks.createHook(group, "invalid", {**hook_body("x"), "task": invalid})
+    with refused(400, "InputError") as info:
+        hooks.triggerHook(group, "broken", {})
+    assert info.value.body["message"].startswith("While firing hook")
+    with refused(400, "InputError") as info:
+        hooks.triggerHook(group, "invalid", {})
+    assert (
+        info.value.body["message"].startswith("While calling createTask")
+        and "priority" in info.value.body["message"]
+    )
+    for hook in ("broken", "invalid"):
+        (fire,) = hooks.listLastFires(group, hook)["lastFires"]
+        assert fire["result"] == "error" and fire["error"], fire

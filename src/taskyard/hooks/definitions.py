@@ -191,7 +191,9 @@ def _message(exchange: str, group: str, hook: str) -> Message:
 async def create_hook(
     h: Hooks, group: str, hook: str, body: HookRequest, *, client_id: str
 ) -> HookDefinition:
-    """Store a new hook; the same definition again answers it (200), another is a 409."""
+    """Store a new hook; the same definition again answers it (200), another is a 409. The answer
+    is the request with its defaults and ids, as TaskCluster answers it: without `bindings` if the
+    request had none, though the hook is stored (and read back) with `bindings: []`."""
     check_definition(group, hook, body)
     requested = with_defaults(group, hook, body)
     definition: JSONObject = {**requested, "bindings": requested.get("bindings", [])}
@@ -209,10 +211,9 @@ async def create_hook(
             existing = await _load_tx(tx, group, hook)
     if existing is None:
         log.info("hook %s/%s created by %s", group, hook, client_id)
-        return _ordered(definition)
-    if _comparable(existing["definition"]) != _comparable(requested):
+    elif _comparable(existing["definition"]) != _comparable(requested):
         raise RequestConflict(f"hook `{group}/{hook}` already exists.")
-    return existing["definition"]
+    return _ordered(requested)
 
 
 def _json(value: object) -> JSONValue:
@@ -225,10 +226,8 @@ def _comparable(value: object) -> bytes:
 
 
 def _ordered(definition: JSONObject) -> HookDefinition:
-    return {  # type: ignore[return-value]
-        key: definition[key]
-        for key in ("hookGroupId", "hookId", "metadata", "schedule", "task", "bindings", "triggerSchema")
-    }
+    keys = ("hookGroupId", "hookId", "metadata", "schedule", "task", "bindings", "triggerSchema")
+    return {key: definition[key] for key in keys if key in definition}  # type: ignore[return-value]
 
 
 async def update_hook(

@@ -83,11 +83,13 @@ def render(stored: Stored, context: JSONObject, task_id: str, now: Millis) -> JS
     try:
         task = jsone.render(stored["definition"]["task"], full)
     except Exception as exc:  # JSON-e's errors, and anything a template makes it raise
-        raise InputError(f"While firing hook: {type(exc).__name__}: {exc}") from None
+        raise InputError(f"While firing hook:\n\n{type(exc).__name__}: {exc}") from None
     if not task:
         raise Declined()
     if not isinstance(task, dict):
-        raise InputError(f"While firing hook: the template rendered to {type(task).__name__}, not an object")
+        raise InputError(
+            f"While firing hook:\n\nthe template rendered to {type(task).__name__}, not an object"
+        )
     task.setdefault("created", dates.to_iso(now))
     task.setdefault("deadline", dates.to_iso(now + DAY_MS))
     task.setdefault("expires", dates.to_iso(now + 30 * DAY_MS))
@@ -181,9 +183,11 @@ async def _create_and_record(
 
 
 def _answer_for(exc: TaskyardError) -> TaskyardError:
-    if isinstance(exc, InsufficientScopes | InputError):
+    """What a trigger answers for a fire that failed, as TaskCluster words it: the role's refusal
+    as a 403, a rendering error as it is, anything else the queue said as a 400 naming createTask."""
+    if isinstance(exc, InsufficientScopes) or exc.message.startswith("While firing hook"):
         return exc
-    return InputError(f"While calling createTask: {exc.code} {exc.message}")
+    return InputError(f"While calling createTask: {exc.code}\n\n{exc.message}")
 
 
 def _error_text(exc: TaskyardError) -> str:
