@@ -20,7 +20,7 @@ ALLOWED = {
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
     "secrets": {"model", "storage"},
-    "hooks": {"model", "storage", "events", "queue"},
+    "hooks": {"model", "storage", "events", "queue", "secrets"},
     "index": {"model", "storage", "events", "queue"},
     "api": {
         "model",

@@ -105,7 +105,7 @@ class Services:
     @functools.cached_property
     def hooks(self) -> Hooks:
         """The hooks service: the one `taskyard serve` built, or one on the queue without a bus."""
-        return self.hooks_service or Hooks(self.queue, expand=self.auth.expand)
+        return self.hooks_service or Hooks(self.queue, expand=self.auth.expand, sealer=self.secrets.sealer)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)

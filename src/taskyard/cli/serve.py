@@ -112,7 +112,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
-        hooks = Hooks(queue, expand=auth.expand, bus=bus)
+        hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus)
         services = Services(
             queue,
             auth,

@@ -184,6 +184,24 @@ def _columns(definition: JSONObject) -> list[str]:
     ]
 
 
+def _token_name(group: str, hook: str) -> str:
+    return f"hook trigger token {group}/{hook}"
+
+
+def seal_token(h: Hooks, group: str, hook: str, token: str) -> str:
+    """A trigger token as stored: sealed under the deployment's key, the hook's name bound in."""
+    key_id, sealed = h.sealer.seal(_token_name(group, hook), token.encode())
+    return f"{key_id}:{sealed}"
+
+
+def open_token(h: Hooks, stored: Stored) -> str:
+    """The hook's trigger token; 503 if this server cannot open it (another secret key sealed it)."""
+    definition = stored["definition"]
+    key_id, _, sealed = stored["trigger_token"].partition(":")
+    name = _token_name(definition["hookGroupId"], definition["hookId"])
+    return h.sealer.open(name, key_id, sealed).decode()
+
+
 def _message(exchange: str, group: str, hook: str) -> Message:
     return Message(exchange, "_", {"hookGroupId": group, "hookId": hook})
 
@@ -201,7 +219,14 @@ async def create_hook(
     next_date = schedules.next_date(definition["schedule"], now)  # type: ignore[arg-type]
     async with h.storage.transaction() as tx:
         inserted = await tx.execute(
-            "insert_hook", group, hook, *_columns(definition), slugid.nice(), slugid.nice(), next_date, now
+            "insert_hook",
+            group,
+            hook,
+            *_columns(definition),
+            seal_token(h, group, hook, slugid.nice()),
+            slugid.nice(),
+            next_date,
+            now,
         )
         if inserted:
             await queue_service.publish_tx(h.queue, tx, [_message("hook-created", group, hook)])
@@ -299,21 +324,21 @@ async def list_hooks(h: Hooks, group: str) -> HookList:
 
 
 async def get_token(h: Hooks, group: str, hook: str) -> TokenAnswer:
-    return {"token": (await load(h, group, hook))["trigger_token"]}
+    return {"token": open_token(h, await load(h, group, hook))}
 
 
 async def reset_token(h: Hooks, group: str, hook: str) -> TokenAnswer:
     token = slugid.nice()
     async with h.storage.transaction() as tx:
-        changed = await tx.execute("set_trigger_token", group, hook, token)
+        changed = await tx.execute("set_trigger_token", group, hook, seal_token(h, group, hook, token))
     if not changed:
         raise ResourceNotFound(f"No such hook: {group}/{hook}")
     return {"token": token}
 
 
-def check_token(stored: Stored, token: str) -> None:
+def check_token(h: Hooks, stored: Stored, token: str) -> None:
     """401 unless `token` is the hook's trigger token (compared in constant time)."""
-    if not hmac.compare_digest(stored["trigger_token"].encode(), token.encode()):
+    if not hmac.compare_digest(open_token(h, stored).encode(), token.encode()):
         raise AuthenticationFailed("invalid hook token")
 
 

@@ -217,7 +217,7 @@ async def trigger(
     """triggerHook (a caller's `client_id`) or triggerHookWithToken (its `token`)."""
     stored = await definitions.load(h, group, hook)
     if token is not None:
-        definitions.check_token(stored, token)
+        definitions.check_token(h, stored, token)
     check_payload(stored, payload)
     task_id = payload.get("taskId") if isinstance(payload, dict) else None
     if task_id is None:

@@ -1,5 +1,6 @@
 -- The hooks service (src/taskyard/hooks/). A hook's definition is kept as JSON texts, one column
--- per part, as createHook stored it. `trigger_token` opens triggerHookWithToken; `next_task_id`
+-- per part, as createHook stored it. `trigger_token` opens triggerHookWithToken, stored sealed as
+-- the secrets service seals values (`<key id>:<AES-256-GCM sealed text>`); `next_task_id`
 -- is the taskId of the next scheduled fire, chosen before it and never shown, so that a fire
 -- retried after a crash creates the same task; `next_scheduled_date` is that fire's time (a far
 -- future for a hook with no schedule). Instants are BIGINT epoch milliseconds.
