@@ -20,6 +20,7 @@ ALLOWED = {
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
     "secrets": {"model", "storage"},
+    "hooks": {"model", "storage", "events", "queue", "secrets"},
     "index": {"model", "storage", "events", "queue"},
     "api": {
         "model",
@@ -31,6 +32,7 @@ ALLOWED = {
         "scheduler",
         "secrets",
         "index",
+        "hooks",
         "config",
         "internals",
         "__init__",
@@ -48,6 +50,7 @@ ALLOWED = {
         "scheduler",
         "secrets",
         "index",
+        "hooks",
         "config",
         "api",
         "internals",
@@ -65,6 +68,7 @@ ALLOWED = {
         "scheduler",
         "secrets",
         "index",
+        "hooks",
         "api",
         "ui",
         "config",
@@ -86,6 +90,9 @@ DRIVERS = {
     "starlette": {"api", "ui", "cli", "internals"},
     "jinja2": {"ui"},
     "cryptography": {"secrets"},  # the secrets service's encryption at rest
+    "croniter": {"hooks"},  # hooks' schedules
+    "jsone": {"hooks"},  # hooks' task templates
+    "jsonschema": {"hooks"},  # hooks' trigger payloads
     "uvicorn": {"cli", "internals"},
 }
 # Each module of `internals/`, and the driver whose internals it holds (None: the standard

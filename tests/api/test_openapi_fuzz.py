@@ -147,6 +147,12 @@ def test_secrets_api(case: schemathesis.Case, server: Server) -> None:
     check(case, server.send(case, "secrets"))
 
 
+@SCHEMAS["hooks"].parametrize()
+@FUZZ
+def test_hooks_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "hooks"))
+
+
 @SCHEMAS["index"].parametrize()
 @FUZZ
 def test_index_api(case: schemathesis.Case, server: Server) -> None:

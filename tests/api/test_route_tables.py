@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from taskyard.api import artifacts_v1, auth_v1, authz, events_v1, queue_v1, scheduler_v1, secrets_v1
+from taskyard.api import artifacts_v1, auth_v1, authz, events_v1, hooks_v1, queue_v1, scheduler_v1, secrets_v1
 from taskyard.api.routing import Route
 from taskyard.model import schema
 
@@ -22,6 +22,7 @@ TABLES = {
     "auth": auth_v1.ROUTES,
     "scheduler": scheduler_v1.ROUTES,
     "secrets": secrets_v1.ROUTES,
+    "hooks": hooks_v1.ROUTES,
     "events": events_v1.ROUTES,
 }
 ALL = [(table, r) for table, routes in TABLES.items() for r in routes]

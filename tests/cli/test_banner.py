@@ -13,3 +13,4 @@ def test_the_banner_names_the_web_ui_at_the_root_url() -> None:
     assert "  queue API:     https://ci.example.com/api/queue/v1/" in lines
     assert "  index API:     https://ci.example.com/api/index/v1/" in lines
     assert "  secrets API:   https://ci.example.com/api/secrets/v1/" in lines
+    assert "  hooks API:     https://ci.example.com/api/hooks/v1/" in lines

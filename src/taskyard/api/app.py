@@ -50,6 +50,7 @@ from taskyard.api.tables import service_tables
 from taskyard.auth import hawk
 from taskyard.auth.service import Auth
 from taskyard.events.feed import EventFeed
+from taskyard.hooks.service import Hooks
 from taskyard.index.service import Index
 from taskyard.internals.web import json_response
 from taskyard.model import dates, task_definition
@@ -85,6 +86,7 @@ class Services:
     limits: shedding.Limits = field(
         default_factory=shedding.Limits
     )  # what one process takes at once (api/shedding.py)
+    hooks_service: Hooks | None = None  # the hooks service (None: one on the queue, with no bus)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused.
@@ -99,6 +101,11 @@ class Services:
     def index(self) -> Index:
         """The index service, on the queue's storage and clock."""
         return Index(self.queue)
+
+    @functools.cached_property
+    def hooks(self) -> Hooks:
+        """The hooks service: the one `taskyard serve` built, or one on the queue without a bus."""
+        return self.hooks_service or Hooks(self.queue, expand=self.auth.expand, sealer=self.secrets.sealer)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -486,6 +493,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
     routes += routes_for("/api/secrets/v1", tables["secrets"], services)
     routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
+    routes += routes_for("/api/hooks/v1", tables["hooks"], services, raw_paths=True)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

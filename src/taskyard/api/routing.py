@@ -46,6 +46,8 @@ PARAM_PATTERNS = {
     "name": r"^[\x20-\x7e]+$",  # artifact names; `..` segments are refused by the handlers
     "indexPath": index_paths.INDEX_PATH_PARAM,
     "namespace": index_paths.NAMESPACE_PARAM,  # empty: the index's root
+    "hookGroupId": r"^[a-zA-Z0-9-_]{1,1000}$",
+    "hookId": r"^[a-zA-Z0-9-_/]{1,1000}$",  # may hold `/` (taskgraph's action hooks)
 }
 _COMPILED = {k: re.compile(v) for k, v in PARAM_PATTERNS.items()}
 

@@ -33,7 +33,7 @@ SERVER_COMMANDS = ("serve", "up")
 
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
-    from taskyard.cli import admin, graphs, index, secret_commands, tasks
+    from taskyard.cli import admin, graphs, hook_commands, index, secret_commands, tasks
 
     return (
         *admin.COMMANDS,
@@ -41,6 +41,7 @@ def api_commands() -> tuple[str, ...]:
         *graphs.COMMANDS,
         *index.COMMANDS,
         *secret_commands.COMMANDS,
+        *hook_commands.COMMANDS,
         "queue",
         "api",
     )
@@ -85,6 +86,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         contexts,
         db,
         graphs,
+        hook_commands,
         index,
         lists,
         secret_commands,
@@ -101,6 +103,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     graphs.add_commands(commands)
     index.add_commands(commands)
     secret_commands.add_commands(commands)
+    hook_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)
@@ -135,6 +138,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  index API:     {config.root_url}/api/index/v1/",
             f"  secrets API:   {config.root_url}/api/secrets/v1/",
+            f"  hooks API:     {config.root_url}/api/hooks/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,

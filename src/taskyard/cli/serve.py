@@ -39,6 +39,10 @@ from taskyard.events import open_bus
 from taskyard.events.feed import EventFeed
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.profiles import Profiles
+from taskyard.hooks import bindings as hook_bindings
+from taskyard.hooks import definitions as hook_definitions
+from taskyard.hooks import firing as hook_firing
+from taskyard.hooks.service import Hooks
 from taskyard.index import indexing
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
@@ -108,6 +112,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
+        hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus)
         services = Services(
             queue,
             auth,
@@ -126,6 +131,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 max_streams_per_client=config.max_streams_per_client,
                 max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
+            hooks_service=hooks,
         )
         await services.index.start()
         app = build_app(services, site=Pages(services))  # the web UI, built on its first request
@@ -150,10 +156,32 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 ),
                 name="secrets-upkeep",
             ),
+            *_hook_loops(hooks, config.queue.expiry_interval),
         ]
         opened.push_async_callback(_stop, loops)
         opened.callback(unsubscribe)
         yield Deployment(app, queue.live_log_followers, feed)
+
+
+def _hook_loops(hooks: Hooks, expiry_interval: float) -> list[asyncio.Task[None]]:
+    """The hooks service's loops: the scheduler (in the leading process), the bindings' consumers
+    (in every process), the expiry of year-old last fires (in the leading process)."""
+    lead = hooks.storage.lead
+    return [
+        asyncio.create_task(
+            resolvers.run_forever(
+                "hooks-scheduler", lambda: hook_firing.fire_due(hooks), hooks.tick, hooks.changed, lead=lead
+            ),
+            name="hooks-scheduler",
+        ),
+        asyncio.create_task(hook_bindings.run_forever(hooks), name="hook-bindings"),
+        asyncio.create_task(
+            resolvers.run_forever(
+                "hooks-expiry", lambda: hook_definitions.sweep_last_fires(hooks), expiry_interval, lead=lead
+            ),
+            name="hooks-expiry",
+        ),
+    ]
 
 
 FULL_COLLECTIONS_EVERY = 100  # the collector's third threshold: Python's default is 10

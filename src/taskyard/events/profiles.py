@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from taskyard.events.port import Envelope
 from taskyard.model.errors import ConfigError
-from taskyard.model.messages import EXCHANGES, SCHEDULER_EXCHANGES, Message
+from taskyard.model.messages import EXCHANGES, HOOK_EXCHANGES, SCHEDULER_EXCHANGES, Message
 from taskyard.model.runs import MAX_RUNS, RETRY_REASONS
 from taskyard.model.types import LooseJSON
 
@@ -42,6 +42,7 @@ PROFILES = ("tc", "seed")
 TC_PREFIX = "exchange/taskcluster-queue/v1/"
 SEED_PREFIX = "v1/queue:"
 TC_SCHEDULER_PREFIX = "exchange/taskcluster-scheduler/v1/"
+TC_HOOKS_PREFIX = "exchange/taskcluster-hooks/v1/"
 SEED_SCHEDULER_PREFIX = "v1/scheduler:"
 # The scheduler's seed exchanges: it has no `task-graph-extended` there.
 SEED_SCHEDULER_EXCHANGES = ("task-graph-running", "task-graph-blocked", "task-graph-finished")
@@ -95,6 +96,7 @@ class Profiles:
         if "tc" in self.names:
             names += [TC_PREFIX + e for e in EXCHANGES]
             names += [TC_SCHEDULER_PREFIX + e for e in SCHEDULER_EXCHANGES]
+            names += [TC_HOOKS_PREFIX + e for e in HOOK_EXCHANGES]
         if "seed" in self.names:
             names += [SEED_PREFIX + e for e in _SEED_FIELDS]
             names += [SEED_SCHEDULER_PREFIX + e for e in SEED_SCHEDULER_EXCHANGES]
@@ -145,6 +147,8 @@ class Profiles:
 
 def _tc(message: Message) -> list[Envelope]:
     prefix = TC_SCHEDULER_PREFIX if message.exchange in SCHEDULER_EXCHANGES else TC_PREFIX
+    if message.exchange in HOOK_EXCHANGES:
+        prefix = TC_HOOKS_PREFIX
     return [Envelope(prefix + message.exchange, message.routing_key, message.body, list(message.cc))]
 
 

@@ -85,6 +85,11 @@ def group_message(
     return Message(exchange, group_routing_key(task_group_id, scheduler_id), full)
 
 
+# The hooks service's exchanges (short names): a hook created, updated or deleted; the body is
+# `{hookGroupId, hookId}` and the routing key has only TaskCluster's reserved part (bind `#`).
+HOOK_EXCHANGES = ("hook-created", "hook-updated", "hook-deleted")
+
+
 # The scheduler's exchanges (short names); the seed profile has no `task-graph-extended`.
 SCHEDULER_EXCHANGES = (
     "task-graph-running",

@@ -84,6 +84,8 @@ NOTICES = {
     "created": "The task was created.",
     "quarantined": "The worker is quarantined.",
     "unquarantined": "The worker is no longer quarantined.",
+    "hook-triggered": "The hook fired: its task is the newest of its last fires.",
+    "hook-declined": "The hook declined: its template rendered to nothing, and no task was made.",
 }
 
 # No page runs script from anywhere but this server, nor is framed by another site.
