@@ -61,6 +61,7 @@ from taskyard.model.errors import (
     ResourceNotFound,
     TaskyardError,
 )
+from taskyard.notify.service import Notify
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
@@ -85,6 +86,7 @@ class Services:
     limits: shedding.Limits = field(
         default_factory=shedding.Limits
     )  # what one process takes at once (api/shedding.py)
+    notifier: Notify | None = None  # the notify service as `serve` built it (None: `notify` makes one)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused.
@@ -99,6 +101,11 @@ class Services:
     def index(self) -> Index:
         """The index service, on the queue's storage and clock."""
         return Index(self.queue)
+
+    @functools.cached_property
+    def notify(self) -> Notify:
+        """The notify service: the one `serve` built (with its SMTP server), else one without SMTP."""
+        return self.notifier or Notify(self.queue, None, ui_url=self.root_url or "")
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -298,6 +305,8 @@ class Endpoint:
         else:
             result = await calls.run(route, call)
         if isinstance(result, Reply):
+            if result.text is not None:
+                return Response(result.text, result.status, result.headers, "text/plain")
             return json_response(result.body, result.status, result.headers)
         if isinstance(result, Stream):
             return StreamAnswer(result)
@@ -486,6 +495,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/scheduler/v1", tables["scheduler"], services)
     routes += routes_for("/api/secrets/v1", tables["secrets"], services)
     routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
+    routes += routes_for("/api/notify/v1", tables["notify"], services)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)
