@@ -34,12 +34,14 @@ SERVER_COMMANDS = ("serve", "up")
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
     from taskyard.cli import admin, graphs, index, secret_commands, tasks
+    from taskyard.cli import notify as notify_cli
 
     return (
         *admin.COMMANDS,
         *tasks.COMMANDS,
         *graphs.COMMANDS,
         *index.COMMANDS,
+        *notify_cli.COMMANDS,
         *secret_commands.COMMANDS,
         "queue",
         "api",
@@ -92,6 +94,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         utilities,
     )
     from taskyard.cli import events as events_cli
+    from taskyard.cli import notify as notify_cli
     from taskyard.cli import worker as worker_cli
 
     worker_cli.add_command(commands)
@@ -100,6 +103,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     tasks.add_commands(commands)
     graphs.add_commands(commands)
     index.add_commands(commands)
+    notify_cli.add_commands(commands)
     secret_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
