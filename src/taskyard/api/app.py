@@ -138,7 +138,10 @@ MAX_DEPTH = 64
 
 
 def parse_json(raw: bytes, route: Route) -> Any:
-    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.edge_input is None):
+    # A DELETE reads its body only when it declares one (notify's deleteDenylistAddress does).
+    if route.method in ("GET", "HEAD") or (route.method == "DELETE" and route.edge_input is None):
+        return None
+    if not raw.strip() and route.edge_input is None:
         return None
     try:
         body = orjson.loads(raw)
