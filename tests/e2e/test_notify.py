@@ -285,7 +285,7 @@ def test_email_without_smtp_is_refused_not_pretended(tmp_path: Path, sqlite_temp
     shutil.copy(sqlite_template, db)
     bare = start_server(f"sqlite:///{db}", tmp_path / "bare", name="no-smtp")
     try:
-        with refused(503) as info:
+        with refused(400) as info:
             taskcluster.Notify(bare.options()).email({"address": address(), "subject": "s", "content": "c"})
         assert "--smtp-url" in str(info.value.body)
     finally:

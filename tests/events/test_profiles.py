@@ -78,7 +78,7 @@ async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
     scheduler = ["running", "extended", "blocked", "finished"]
     assert Profiles(["tc"]).exchanges() == [TC_PREFIX + e for e in EXCHANGES] + [
         f"exchange/taskcluster-scheduler/v1/task-graph-{name}" for name in scheduler
-    ]
+    ] + ["exchange/taskcluster-notify/v1/notification"]
     assert Profiles(["seed"]).exchanges() == [
         "v1/queue:task-pending",
         "v1/queue:task-running",

@@ -3,7 +3,7 @@
 `notify test --email ADDRESS` sends a test email through the deployment's SMTP server (the API's
 `email`), to check `--smtp-url`. Like `taskyard task`, it talks HTTP to TASKCLUSTER_ROOT_URL with
 the TASKCLUSTER_* credentials (scope `notify:email:<address>`). Exit status: 0 sent (or
-suppressed as a duplicate), 1 the server refused (no SMTP server configured: 503) or could not be
+suppressed as a duplicate), 1 the server refused (no SMTP server configured) or could not be
 reached, 2 bad usage.
 """
 

@@ -345,7 +345,7 @@ OPTIONS: tuple[Option, ...] = (
         check=lambda value, values: mail.check_url(value),
         doc="the SMTP server the notify service sends email through: `smtp://user:password@host:port` "
         "(STARTTLS when the server offers it), `smtps://` for TLS from the start, `?from=address` for "
-        "the sender; empty: no email is sent, and the `email` API answers 503",
+        "the sender; empty: no email is sent, and the `email` API answers 400 saying so",
         shown="none",
     ),
     Option(

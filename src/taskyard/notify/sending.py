@@ -1,7 +1,7 @@
 """The notify API's operations: send an email, publish a pulse message, keep the denylist.
 
 An email goes to the SMTP server before the call answers (200), so a 200 means the server took
-it; with no SMTP server configured the call is refused (503) rather than pretending. A pulse
+it; with no SMTP server configured the call is refused (400, saying so) rather than pretending. A pulse
 message is written to the outbox and published by the relay, as the queue's events are: on
 `exchange/taskcluster-notify/v1/notification`, keyed `primary.<routingKey>`, CC
 `route.<routingKey>`. Either answers False (the API's 204) when suppressed: the same message
@@ -37,10 +37,8 @@ class DenylistedAddress(InputError):
     code = "DenylistedAddress"
 
 
-class NoSmtp(Unavailable):
-    """No SMTP server is configured."""
-
-    code = "ServiceUnavailable"
+class NoSmtp(InputError):
+    """No SMTP server is configured: a 400 (a 5xx would have clients retry what cannot succeed)."""
 
 
 def _key(*parts: object) -> str:
@@ -54,7 +52,7 @@ async def denylisted(nt: Notify, kind: str, address: str) -> bool:
 
 async def email(nt: Notify, address: str, mail_: Email, *, reply_to: str | None = None) -> bool:
     """Send one email now (the API's `email`): True when sent, False when suppressed. 400
-    DenylistedAddress if the address is denylisted; 503 without an SMTP server or when it fails."""
+    DenylistedAddress if the address is denylisted or without an SMTP server; 503 when it fails."""
     if nt.smtp is None:
         raise NoSmtp(
             "no email can be sent: this deployment has no SMTP server configured "
