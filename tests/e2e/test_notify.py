@@ -137,6 +137,12 @@ def test_email_is_sent_through_smtp_once(notify: taskcluster.Notify, inbox: tupl
     assert len(box.to(to)) == 1
 
 
+def test_ping_and_heartbeats_answer(notify: taskcluster.Notify) -> None:
+    assert notify.ping()["alive"] is True
+    assert notify.heartbeat() == {} and notify.lbheartbeat() == {}
+    assert "version" in notify.version()
+
+
 def test_bad_input_is_a_400_naming_the_field(notify: taskcluster.Notify) -> None:
     with refused(400) as info:
         notify.email({"address": "not-an-address", "subject": "s", "content": "c"})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from taskyard.api import queue_v1
 from taskyard.api.routing import Body, Call, Reply, Route
 from taskyard.model import paging, schema
 from taskyard.model.errors import InputError
@@ -145,6 +146,9 @@ MANAGE = "notify:manage-denylist"
 
 ROUTES = [
     Route("GET", "/ping", "ping", ping),
+    Route("GET", "/__heartbeat__", "heartbeat", queue_v1.empty),
+    Route("GET", "/__lbheartbeat__", "lbheartbeat", queue_v1.empty),
+    Route("GET", "/__version__", "version", queue_v1.version),
     Route("POST", "/email", "email", email, "notify:email:<address>", EMAIL_REQUEST, scope_body=("address",)),
     Route(
         "POST",
