@@ -123,6 +123,16 @@ def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
+def _email_line(smtp_url: str) -> str:
+    """Where email goes, without the URL's credentials."""
+    if not smtp_url:
+        return "email off: no --smtp-url"
+    from taskyard.notify.mail import parse_url
+
+    smtp = parse_url(smtp_url)
+    return f"email through {smtp.host}:{smtp.port}"
+
+
 def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
     running = []
     if config.processes > 1:
@@ -139,6 +149,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  auth API:      {config.root_url}/api/auth/v1/",
             f"  index API:     {config.root_url}/api/index/v1/",
             f"  secrets API:   {config.root_url}/api/secrets/v1/",
+            f"  notify API:    {config.root_url}/api/notify/v1/ ({_email_line(config.smtp_url)})",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,
