@@ -1,7 +1,7 @@
 """The notify service's routes, under `/api/notify/v1`: TaskCluster's notify API.
 
 email and pulse answer 200 with the text body `OK` when sent, 204 when suppressed (a duplicate,
-a denylisted address at send time, over the email rate limit), as TaskCluster's do. matrix and
+over the email rate limit), 400 DenylistedAddress for a denylisted address, as TaskCluster's do. matrix and
 slack are refused with a 400 naming the transport taskyard has not.
 """
 
@@ -58,7 +58,9 @@ EMAIL_REQUEST = schema.obj(
         "link": schema.obj(
             {
                 "text": schema.string(min_length=1, max_length=40),
-                "href": schema.string(pattern="^https?://", min_length=1, max_length=500),
+                "href": schema.string(
+                    pattern="^[a-zA-Z][a-zA-Z0-9+.-]*:[^\\s]+$", min_length=1, max_length=1024
+                ),
             },
             required=["text", "href"],
             additional=False,

@@ -5,8 +5,8 @@ it; with no SMTP server configured the call is refused (400, saying so) rather t
 message is written to the outbox and published by the relay, as the queue's events are: on
 `exchange/taskcluster-notify/v1/notification`, keyed `primary.<routingKey>`, CC
 `route.<routingKey>`. Either answers False (the API's 204) when suppressed: the same message
-sent again recently by this process, a denylisted address at send time, or (email) over the
-per-address rate limit.
+sent again recently by this process or (email) over the per-address rate limit. A denylisted
+address or routing key is a 400 DenylistedAddress.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import logging
 import orjson
 
 from taskyard.model import paging
-from taskyard.model.errors import InputError, ResourceNotFound, Unavailable
+from taskyard.model.errors import InputError, Unavailable
 from taskyard.model.messages import Message
 from taskyard.model.notify_routes import Email
 from taskyard.model.types import LooseJSON
@@ -86,10 +86,11 @@ async def deliver_email(nt: Notify, address: str, mail_: Email, *, reply_to: str
 
 
 async def pulse(nt: Notify, routing_key: str, message: LooseJSON, *, dedup: bool = True) -> bool:
-    """Publish `message` (the API's `pulse`): True when published, False when suppressed."""
-    if dedup and nt.seen(_key("pulse", routing_key, message)):
-        return False
+    """Publish `message` (the API's `pulse`): True when published, False when suppressed (a
+    duplicate); 400 DenylistedAddress if the routing key is denylisted."""
     if await denylisted(nt, "pulse", routing_key):
+        raise DenylistedAddress(f"pulse routing key {routing_key} is denylisted")
+    if dedup and nt.seen(_key("pulse", routing_key, message)):
         return False
     await run_in_transaction(nt.storage, lambda tx: publish_tx(nt, tx, routing_key, message))
     return True
@@ -107,8 +108,8 @@ async def add_denylist(nt: Notify, kind: str, address: str) -> None:
 
 
 async def delete_denylist(nt: Notify, kind: str, address: str) -> None:
-    if not await execute_alone(nt.storage, "delete_denylist_address", kind, address):
-        raise ResourceNotFound(f"{kind} address {address} is not on the denylist")
+    """Take the address off the denylist; one not there is no error, as in TaskCluster."""
+    await execute_alone(nt.storage, "delete_denylist_address", kind, address)
 
 
 async def list_denylist(nt: Notify, page: paging.Query) -> dict[str, object]:
