@@ -90,6 +90,7 @@ DRIVERS = {
     "starlette": {"api", "ui", "cli", "internals"},
     "jinja2": {"ui"},
     "cryptography": {"secrets"},  # the secrets service's encryption at rest
+    "jsone": {"notify"},  # custom notification messages
     "uvicorn": {"cli", "internals"},
 }
 # Each module of `internals/`, and the driver whose internals it holds (None: the standard

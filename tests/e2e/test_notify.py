@@ -105,10 +105,10 @@ def address() -> str:
 
 
 def resolve(
-    server: Server, tq: str, outcome: str, routes: list[str], reason: str = "malformed-payload"
+    server: Server, tq: str, outcome: str, routes: list[str], reason: str = "malformed-payload", **more: Any
 ) -> str:
     queue = server.client()
-    task_id = create(queue, tq, routes=routes)
+    task_id = create(queue, tq, routes=routes, **more)
     claim_one(queue, tq)
     if outcome == "completed":
         queue.reportCompleted(task_id, "0")
@@ -221,6 +221,21 @@ def test_task_routes_mail_on_their_events(server: Server, tq: str, inbox: tuple[
     time.sleep(1)  # a moment for anything sent twice to arrive
     assert len(box.to(on_failed)) == 1 and len(box.to(on_completed)) == 1 and completed
     assert "taskyard has no slack-channel transport" in server.log_tail(2000)
+
+
+def test_a_task_s_custom_email_is_rendered_with_json_e(
+    server: Server, tq: str, inbox: tuple[Inbox, int]
+) -> None:
+    to = address()
+    extra = {
+        "notify": {
+            "email": {"subject": "${task.metadata.name} went ${status.state}", "content": "id ${taskId}"}
+        }
+    }
+    task_id = resolve(server, tq, "failed", [f"notify.email.{to}.on-failed"], extra=extra)
+    (mail,) = wait_for(lambda: inbox[0].to(to), what="the custom email")
+    assert mail["Subject"] == "e2e task went failed"
+    assert f"id {task_id}" in mail.get_content()
 
 
 def test_a_canceled_task_and_a_denylisted_address_get_nothing(

@@ -78,8 +78,8 @@ class Email:
 
 
 def task_email(task_id: str, status: LooseJSON, task: LooseJSON | None, ui_url: str) -> Email:
-    """The email for a task event: TaskCluster's default subject and content, with plain-string
-    overrides from `extra.notify.email` (subject, content, link)."""
+    """The email for a task event, as TaskCluster's: its subject, Markdown content and link to the
+    task's page (a task's `extra.notify.email` overrides are `notify/custom.py`'s)."""
     metadata = (task or {}).get("metadata") or {}
     name = str(metadata.get("name", task_id))
     state = str(status.get("state", ""))
@@ -97,16 +97,4 @@ def task_email(task_id: str, status: LooseJSON, task: LooseJSON | None, ui_url: 
             f"**Source:** {metadata.get('source', '')}",
         ]
     )
-    email = Email(f"Task {state}: {name} - {task_id}", content, ("Inspect Task", href))
-    extra = ((task or {}).get("extra") or {}).get("notify") or {}
-    custom = extra.get("email") if isinstance(extra, dict) else None
-    if isinstance(custom, dict):
-        subject = custom.get("subject")
-        body = custom.get("content")
-        link = custom.get("link")
-        email = Email(
-            subject if isinstance(subject, str) and subject else email.subject,
-            body if isinstance(body, str) and body else email.content,
-            (str(link.get("text", "")), str(link.get("href", ""))) if isinstance(link, dict) else email.link,
-        )
-    return email
+    return Email(f"Task {state}: {name} - {task_id}", content, ("Inspect Task", href))

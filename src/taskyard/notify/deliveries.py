@@ -25,7 +25,7 @@ from taskyard.events import log as event_log
 from taskyard.model import notify_routes
 from taskyard.model.errors import TaskyardError
 from taskyard.model.types import LooseJSON
-from taskyard.notify import sending
+from taskyard.notify import custom, sending
 from taskyard.notify.service import NOTIFIER, SENDER, Notify
 from taskyard.queue import resolvers
 from taskyard.queue import service as queue_service
@@ -151,7 +151,8 @@ async def _deliver(
     async with nt.storage.reader() as session:
         row = await session.fetchrow("get_task", task_id)
     task = dict(queue_service.record_from_row(row).definition) if row is not None else None
-    mail_ = notify_routes.task_email(task_id, status, task, nt.ui_url)
+    default = notify_routes.task_email(task_id, status, task, nt.ui_url)
+    mail_ = custom.task_email(default, task_id, status, task, nt.ui_url)
     sent = await sending.deliver_email(nt, route.target, mail_)
     return ("sent", "") if sent else ("suppressed", "a duplicate, or over the rate limit")
 
