@@ -9,6 +9,7 @@ import email.policy
 import os
 import shutil
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from tests.conftest import RABBITMQ_URL, need_rabbitmq
 from tests.e2e.bus import EVENTS_URL
-from tests.e2e.conftest import Server, start_server
+from tests.e2e.conftest import ROOT_CLIENT_ID, TASKYARD, Server, start_server
 from tests.e2e.helpers import claim_one, create, refused, slug, wait_for
 from tests.ports import free_port
 
@@ -141,6 +142,23 @@ def test_ping_and_heartbeats_answer(notify: taskcluster.Notify) -> None:
     assert notify.ping()["alive"] is True
     assert notify.heartbeat() == {} and notify.lbheartbeat() == {}
     assert "version" in notify.version()
+
+
+def test_the_cli_s_test_email_arrives(server: Server, inbox: tuple[Inbox, int]) -> None:
+    to = address()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))},
+        "TASKCLUSTER_ROOT_URL": server.root_url,
+        "TASKCLUSTER_CLIENT_ID": ROOT_CLIENT_ID,
+        "TASKCLUSTER_ACCESS_TOKEN": server.access_token,
+    }
+    done = subprocess.run(
+        [str(TASKYARD), "notify", "test", "--email", to], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"sent a test email to {to}" in done.stdout
+    (mail,) = inbox[0].to(to)
+    assert mail["Subject"] == "taskyard test email"
 
 
 def test_bad_input_is_a_400_naming_the_field(notify: taskcluster.Notify) -> None:
