@@ -22,6 +22,7 @@ ALLOWED = {
     "secrets": {"model", "storage"},
     "hooks": {"model", "storage", "events", "queue", "secrets"},
     "index": {"model", "storage", "events", "queue"},
+    "notify": {"model", "storage", "events", "queue"},
     "api": {
         "model",
         "storage",
@@ -33,6 +34,7 @@ ALLOWED = {
         "secrets",
         "index",
         "hooks",
+        "notify",
         "config",
         "internals",
         "__init__",
@@ -51,6 +53,7 @@ ALLOWED = {
         "secrets",
         "index",
         "hooks",
+        "notify",
         "config",
         "api",
         "internals",
@@ -69,6 +72,7 @@ ALLOWED = {
         "secrets",
         "index",
         "hooks",
+        "notify",
         "api",
         "ui",
         "config",
@@ -91,7 +95,7 @@ DRIVERS = {
     "jinja2": {"ui"},
     "cryptography": {"secrets"},  # the secrets service's encryption at rest
     "croniter": {"hooks"},  # hooks' schedules
-    "jsone": {"hooks"},  # hooks' task templates
+    "jsone": {"hooks", "notify"},  # hooks' task templates, notify's custom messages
     "jsonschema": {"hooks"},  # hooks' trigger payloads
     "uvicorn": {"cli", "internals"},
 }

@@ -48,6 +48,8 @@ class ServerConfig:
     # The secret key before a change: stored secrets it sealed are still read, and re-sealed under
     # `secret_key` in the background (docs/operations.md, Rotating the secret key); "" when none.
     old_secret_key: str = field(default="", repr=False)
+    # The SMTP server email notifications go through: smtp://user:password@host:port ("": none).
+    smtp_url: str = field(default="", repr=False)
     queue: QueueConfig = field(default_factory=QueueConfig)
     # Where s3-type artifacts' bytes go: file:///dir or s3://bucket?endpoint=...&region=...
     artifacts: str = ""

@@ -165,6 +165,12 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "findTasksAtIndex": {"indexes": ["fuzz.latest", "fuzz.missing", "nodot"]},
         "extendTaskGraph": fuzz_graphs.extend_final(now, GOOD_PARAMS["taskId"], GOOD_PARAMS["taskId"][::-1]),
         "set": {"secret": {"token": "fuzzed", "n": [1, {"x": None}]}, "expires": tomorrow},
+        "email": {"address": "fuzz@example.test", "subject": "s", "content": "c"},
+        "pulse": {"routingKey": "fuzz.key", "message": {"a": 1}},
+        "matrix": {"roomId": "!r:x.test", "body": "b"},
+        "slack": {"channelId": "C1", "text": "t"},
+        "addDenylistAddress": {"notificationType": "email", "notificationAddress": "fuzz@example.test"},
+        "deleteDenylistAddress": {"notificationType": "email", "notificationAddress": "fuzz@example.test"},
     }
 
 

@@ -65,6 +65,13 @@ def test_every_json_answer_of_the_services_is_documented() -> None:
         "findArtifactFromTask",  # the index's: a 303 to the artifact
         "deleteClient",
         "deleteRole",
+        # notify's: the text `OK` or a 204, as TaskCluster's (matrix and slack: a 400)
+        "email",
+        "pulse",
+        "matrix",
+        "slack",
+        "addDenylistAddress",
+        "deleteDenylistAddress",
     }
 
 

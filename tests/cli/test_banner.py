@@ -14,3 +14,6 @@ def test_the_banner_names_the_web_ui_at_the_root_url() -> None:
     assert "  index API:     https://ci.example.com/api/index/v1/" in lines
     assert "  secrets API:   https://ci.example.com/api/secrets/v1/" in lines
     assert "  hooks API:     https://ci.example.com/api/hooks/v1/" in lines
+    assert "  notify API:    https://ci.example.com/api/notify/v1/ (email off: no --smtp-url)" in lines
+    mailing = banner(ServerConfig(root_access_token="t", smtp_url="smtp://u:hunter2@mail.test:2525"))
+    assert "email through mail.test:2525" in mailing and "hunter2" not in mailing

@@ -79,7 +79,9 @@ async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
     hooks = ["created", "updated", "deleted"]
     assert Profiles(["tc"]).exchanges() == [TC_PREFIX + e for e in EXCHANGES] + [
         f"exchange/taskcluster-scheduler/v1/task-graph-{name}" for name in scheduler
-    ] + [f"exchange/taskcluster-hooks/v1/hook-{name}" for name in hooks]
+    ] + [f"exchange/taskcluster-hooks/v1/hook-{name}" for name in hooks] + [
+        "exchange/taskcluster-notify/v1/notification"
+    ]
     assert Profiles(["seed"]).exchanges() == [
         "v1/queue:task-pending",
         "v1/queue:task-running",

@@ -62,6 +62,7 @@ from taskyard.model.errors import (
     ResourceNotFound,
     TaskyardError,
 )
+from taskyard.notify.service import Notify
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
@@ -87,6 +88,7 @@ class Services:
         default_factory=shedding.Limits
     )  # what one process takes at once (api/shedding.py)
     hooks_service: Hooks | None = None  # the hooks service (None: one on the queue, with no bus)
+    notifier: Notify | None = None  # the notify service as `serve` built it (None: `notify` makes one)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused.
@@ -106,6 +108,11 @@ class Services:
     def hooks(self) -> Hooks:
         """The hooks service: the one `taskyard serve` built, or one on the queue without a bus."""
         return self.hooks_service or Hooks(self.queue, expand=self.auth.expand, sealer=self.secrets.sealer)
+
+    @functools.cached_property
+    def notify(self) -> Notify:
+        """The notify service: the one `serve` built (with its SMTP server), else one without SMTP."""
+        return self.notifier or Notify(self.queue, None, ui_url=self.root_url or "")
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -138,7 +145,10 @@ MAX_DEPTH = 64
 
 
 def parse_json(raw: bytes, route: Route) -> Any:
-    if route.method in ("GET", "HEAD", "DELETE") or (not raw.strip() and route.edge_input is None):
+    # A DELETE reads its body only when it declares one (notify's deleteDenylistAddress does).
+    if route.method in ("GET", "HEAD") or (route.method == "DELETE" and route.edge_input is None):
+        return None
+    if not raw.strip() and route.edge_input is None:
         return None
     try:
         body = orjson.loads(raw)
@@ -305,6 +315,8 @@ class Endpoint:
         else:
             result = await calls.run(route, call)
         if isinstance(result, Reply):
+            if result.text is not None:
+                return Response(result.text, result.status, result.headers, "text/plain")
             return json_response(result.body, result.status, result.headers)
         if isinstance(result, Stream):
             return StreamAnswer(result)
@@ -494,6 +506,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/secrets/v1", tables["secrets"], services)
     routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
     routes += routes_for("/api/hooks/v1", tables["hooks"], services, raw_paths=True)
+    routes += routes_for("/api/notify/v1", tables["notify"], services)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

@@ -100,6 +100,7 @@ class Reply:
     status: int
     body: Body | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    text: str | None = None  # a plain-text body instead (notify's `OK`, as Express's sendStatus)
 
 
 @dataclass(frozen=True)

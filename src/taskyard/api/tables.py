@@ -6,7 +6,16 @@ a route in them by name for a caller that is no HTTP request (a page of the web 
 
 from __future__ import annotations
 
-from taskyard.api import artifacts_v1, auth_v1, hooks_v1, index_v1, queue_v1, scheduler_v1, secrets_v1
+from taskyard.api import (
+    artifacts_v1,
+    auth_v1,
+    hooks_v1,
+    index_v1,
+    notify_v1,
+    queue_v1,
+    scheduler_v1,
+    secrets_v1,
+)
 from taskyard.api.routing import Route
 
 
@@ -19,4 +28,5 @@ def service_tables() -> dict[str, list[Route]]:
         "secrets": secrets_v1.ROUTES,
         "index": index_v1.ROUTES,
         "hooks": hooks_v1.ROUTES,
+        "notify": notify_v1.ROUTES,
     }

@@ -34,12 +34,14 @@ SERVER_COMMANDS = ("serve", "up")
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
     from taskyard.cli import admin, graphs, hook_commands, index, secret_commands, tasks
+    from taskyard.cli import notify as notify_cli
 
     return (
         *admin.COMMANDS,
         *tasks.COMMANDS,
         *graphs.COMMANDS,
         *index.COMMANDS,
+        *notify_cli.COMMANDS,
         *secret_commands.COMMANDS,
         *hook_commands.COMMANDS,
         "queue",
@@ -94,6 +96,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         utilities,
     )
     from taskyard.cli import events as events_cli
+    from taskyard.cli import notify as notify_cli
     from taskyard.cli import worker as worker_cli
 
     worker_cli.add_command(commands)
@@ -102,6 +105,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     tasks.add_commands(commands)
     graphs.add_commands(commands)
     index.add_commands(commands)
+    notify_cli.add_commands(commands)
     secret_commands.add_commands(commands)
     hook_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
@@ -122,6 +126,16 @@ def parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return found
 
 
+def _email_line(smtp_url: str) -> str:
+    """Where email goes, without the URL's credentials."""
+    if not smtp_url:
+        return "email off: no --smtp-url"
+    from taskyard.notify.mail import parse_url
+
+    smtp = parse_url(smtp_url)
+    return f"email through {smtp.host}:{smtp.port}"
+
+
 def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
     running = []
     if config.processes > 1:
@@ -139,6 +153,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  index API:     {config.root_url}/api/index/v1/",
             f"  secrets API:   {config.root_url}/api/secrets/v1/",
             f"  hooks API:     {config.root_url}/api/hooks/v1/",
+            f"  notify API:    {config.root_url}/api/notify/v1/ ({_email_line(config.smtp_url)})",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,

@@ -46,6 +46,8 @@ from taskyard.hooks.service import Hooks
 from taskyard.index import indexing
 from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
+from taskyard.notify import deliveries, mail
+from taskyard.notify.service import Notify
 from taskyard.queue import livelogs, poll, resolvers
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
@@ -122,6 +124,9 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             root_url=config.root_url,
             blob_origin=config.blob_origin or None,
             events=feed,
+            notifier=Notify(
+                queue, mail.parse_url(config.smtp_url) if config.smtp_url else None, ui_url=config.root_url
+            ),
             limits=Limits(
                 config.max_in_flight,
                 config.max_long_polls,
@@ -134,6 +139,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             hooks_service=hooks,
         )
         await services.index.start()
+        await services.notify.start()
         app = build_app(services, site=Pages(services))  # the web UI, built on its first request
         loops = [
             asyncio.create_task(relay.run(), name="outbox-relay"),
@@ -144,6 +150,8 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
             asyncio.create_task(reactions.run_forever(scheduler), name="task-graph-scheduler"),
             asyncio.create_task(indexing.run_forever(services.index), name="indexer"),
             asyncio.create_task(indexing.sweep_forever(services.index), name="index-expiry"),
+            asyncio.create_task(deliveries.run_forever(services.notify), name="notifier"),
+            asyncio.create_task(deliveries.send_forever(services.notify), name="notify-sender"),
             asyncio.create_task(
                 clients.expire_clients_forever(auth, config.queue.expiry_interval), name="client-expiry"
             ),

@@ -28,6 +28,7 @@ from taskyard import config, events
 from taskyard.events.profiles import parse_profiles
 from taskyard.model import identifiers, served
 from taskyard.model.errors import ConfigError
+from taskyard.notify import mail
 
 # (value, every option's value by name) -> the value to use. A ValueError's words are the rule
 # broken, reported as a ConfigError naming the option; a check may raise that ConfigError itself.
@@ -335,6 +336,17 @@ OPTIONS: tuple[Option, ...] = (
         doc="the event bus: `memory://` (in the process) or `amqp://user:password@host:port/vhost` "
         "(RabbitMQ, `amqps://` for TLS; publisher confirms; the server keeps serving while it is down, "
         "with one log line per outage)",
+    ),
+    Option(
+        "--smtp-url",
+        "SMTP server for email notifications: smtp://user:password@host:port (none: email is refused)",
+        SERVERS,
+        "ServerConfig.smtp_url",
+        check=lambda value, values: mail.check_url(value),
+        doc="the SMTP server the notify service sends email through: `smtp://user:password@host:port` "
+        "(STARTTLS when the server offers it), `smtps://` for TLS from the start, `?from=address` for "
+        "the sender; empty: no email is sent, and the `email` API answers 400 saying so",
+        shown="none",
     ),
     Option(
         "--scheduler-id",

@@ -43,6 +43,9 @@ TC_PREFIX = "exchange/taskcluster-queue/v1/"
 SEED_PREFIX = "v1/queue:"
 TC_SCHEDULER_PREFIX = "exchange/taskcluster-scheduler/v1/"
 TC_HOOKS_PREFIX = "exchange/taskcluster-hooks/v1/"
+# The notify service's one exchange (pulse notifications), stored as `notification`.
+NOTIFY_EXCHANGE = "notification"
+TC_NOTIFY_EXCHANGE = "exchange/taskcluster-notify/v1/notification"
 SEED_SCHEDULER_PREFIX = "v1/scheduler:"
 # The scheduler's seed exchanges: it has no `task-graph-extended` there.
 SEED_SCHEDULER_EXCHANGES = ("task-graph-running", "task-graph-blocked", "task-graph-finished")
@@ -97,6 +100,7 @@ class Profiles:
             names += [TC_PREFIX + e for e in EXCHANGES]
             names += [TC_SCHEDULER_PREFIX + e for e in SCHEDULER_EXCHANGES]
             names += [TC_HOOKS_PREFIX + e for e in HOOK_EXCHANGES]
+            names.append(TC_NOTIFY_EXCHANGE)
         if "seed" in self.names:
             names += [SEED_PREFIX + e for e in _SEED_FIELDS]
             names += [SEED_SCHEDULER_PREFIX + e for e in SEED_SCHEDULER_EXCHANGES]
@@ -146,6 +150,8 @@ class Profiles:
 
 
 def _tc(message: Message) -> list[Envelope]:
+    if message.exchange == NOTIFY_EXCHANGE:
+        return [Envelope(TC_NOTIFY_EXCHANGE, message.routing_key, message.body, list(message.cc))]
     prefix = TC_SCHEDULER_PREFIX if message.exchange in SCHEDULER_EXCHANGES else TC_PREFIX
     if message.exchange in HOOK_EXCHANGES:
         prefix = TC_HOOKS_PREFIX

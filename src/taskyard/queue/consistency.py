@@ -124,6 +124,8 @@ async def _queued(session: Session, tasks: dict[str, Row]) -> list[str]:
         if row["task_id"] not in tasks:
             found.append(f"resolution {row['id']}: task {row['task_id']}, which does not exist")
     for row in await session.fetch("consistency_outbox"):
+        if row["exchange"] == "notification":
+            continue  # the notify service's pulse messages: about no task
         where = f"outbox event {row['id']} ({row['exchange']})"
         try:
             body, cc = orjson.loads(row["body"]), orjson.loads(row["cc"])
