@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -223,3 +224,15 @@ def test_services_import_only_the_storage_port() -> None:
                         "taskyard.artifacts.s3",
                     )
                 ), path.name
+
+
+def test_no_wait_for_wraps_an_events_wait() -> None:
+    """`asyncio.wait_for(event.wait(), t)` of Python 3.11 swallows a cancel that comes as the event
+    is set, and a loop around it runs on for ever (a shutdown waits for it): `asyncio.timeout`."""
+    found = [
+        f"{path.relative_to(SRC)}:{number}"
+        for path in sorted(SRC.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if re.search(r"asyncio\.wait_for\([\w.]+\.wait\(\)", line)
+    ]
+    assert found == [], found

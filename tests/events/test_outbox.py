@@ -240,3 +240,23 @@ async def test_with_no_stream_open_the_feed_follows_the_log_without_reading_it(
         feed.leave(follower)
     finally:
         await feed.close()
+
+
+async def test_the_relay_stops_when_cancelled_as_it_is_woken(storage: Storage) -> None:
+    """A cancel that arrives in the same turn as a wake-up ends the relay (asyncio.wait_for of
+    Python 3.11 answered the wake-up instead and swallowed the cancel: the relay ran on, and a
+    server's shutdown waited for it for ever)."""
+    relay = OutboxRelay(storage, MemoryBus(), idle_seconds=60)
+    running = asyncio.create_task(relay.run())
+    for _ in range(50):  # until it waits to be woken: its first look found nothing
+        await asyncio.sleep(0.01)
+    relay.kick()
+    running.cancel()
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(5):
+                await running
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

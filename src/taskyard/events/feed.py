@@ -131,7 +131,8 @@ class Follower:
         Dropped once the follower has been dropped."""
         if not self._items and not self.dropped.is_set() and not self._ended:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._arrived.wait()
         if self.dropped.is_set() or (self._ended and not self._items):
             raise Dropped()
         self._arrived.clear()
@@ -214,7 +215,8 @@ class EventFeed:
             except Exception:  # a database outage: the next look tries again
                 log.warning("the event feed cannot read the event log; trying again", exc_info=True)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._poll)
+                async with asyncio.timeout(self._poll):
+                    await self._wake.wait()
 
     async def catch_up(self) -> None:
         """Hand the followers every event logged after the position. With no follower there is

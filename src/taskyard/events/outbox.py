@@ -103,7 +103,8 @@ class OutboxRelay:
                 if lasted is not None:
                     log.info("outbox relay: the database is back after %.1f s", lasted)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._idle)
+                async with asyncio.timeout(self._idle):
+                    await self._wake.wait()
                 # Let the commits of the next few milliseconds join this batch: one relay
                 # transaction for many events rather than one per commit.
                 await asyncio.sleep(GATHER_SECONDS)

@@ -103,7 +103,8 @@ async def run_forever(h: Hooks, interval: float = RECONCILE_INTERVAL) -> None:
             except Exception:
                 log.exception("hook bindings: reconciling failed; trying again")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(h.bindings_changed.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await h.bindings_changed.wait()
     finally:
         for unsubscribe in unsubscribes:
             unsubscribe()

@@ -102,7 +102,8 @@ async def claim_work(
                 waiter.pass_on()
                 signals.before_waiting()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(gone.wait(), q.config.claim_work_timeout)
+                    async with asyncio.timeout(q.config.claim_work_timeout):
+                        await gone.wait()
                 return []
             remaining = give_up - loop.time()
             if claims or remaining <= 0:

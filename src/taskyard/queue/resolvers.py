@@ -382,7 +382,8 @@ async def run_forever(
             await asyncio.sleep(interval)
             continue
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), interval)
+            async with asyncio.timeout(interval):
+                await wake.wait()
         wake.clear()
 
 

@@ -705,7 +705,8 @@ class PostgresStorage:
         """Wait until the notification connection is lost; answer why we think so."""
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._listener_lost.wait(), self.listener_probe_seconds)
+                async with asyncio.timeout(self.listener_probe_seconds):
+                    await self._listener_lost.wait()
             conn = self._listen_conn
             if self._listener_lost.is_set() or conn is None or conn.is_closed():
                 return "the connection closed"

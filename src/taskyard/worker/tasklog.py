@@ -100,7 +100,8 @@ class TaskLog:
     async def _flush_forever(self, interval: float) -> None:
         while not self._closed and self._append is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._wake.wait()
             self._wake.clear()
             if not self._closed:
                 await self._flush(final=False)

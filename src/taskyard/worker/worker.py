@@ -224,7 +224,8 @@ class Worker:
     async def _pause(self, seconds: float) -> None:
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._changed.wait()
 
     def _start(self, claim: Any) -> None:
         run = TaskRun(claim, self.config, self.client)
