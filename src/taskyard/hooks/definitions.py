@@ -177,11 +177,18 @@ def check_trigger_schema(value: JSONValue) -> None:
         raise InputError(f"triggerSchema is not a valid JSON schema: {exc}") from None
 
 
-def _columns(definition: JSONObject) -> list[str]:
-    return [
-        orjson.dumps(definition[key]).decode()
-        for key in ("metadata", "task", "schedule", "bindings", "triggerSchema")
-    ]
+_COLUMNS = {
+    "metadata": "metadata",
+    "task": "task",
+    "schedule": "schedule",
+    "bindings": "bindings",
+    "trigger_schema": "triggerSchema",
+}
+
+
+def _columns(definition: JSONObject) -> dict[str, str]:
+    """The definition's stored columns, each as JSON text, by the queries' parameter names."""
+    return {column: orjson.dumps(definition[key]).decode() for column, key in _COLUMNS.items()}
 
 
 def _token_name(group: str, hook: str) -> str:
@@ -220,13 +227,13 @@ async def create_hook(
     async with h.storage.transaction() as tx:
         inserted = await tx.execute(
             "insert_hook",
-            group,
-            hook,
-            *_columns(definition),
-            seal_token(h, group, hook, slugid.nice()),
-            slugid.nice(),
-            next_date,
-            now,
+            hook_group_id=group,
+            hook_id=hook,
+            **_columns(definition),
+            trigger_token=seal_token(h, group, hook, slugid.nice()),
+            next_task_id=slugid.nice(),
+            next_scheduled_date=next_date,
+            now=now,
         )
         if inserted:
             await queue_service.publish_tx(h.queue, tx, [_message("hook-created", group, hook)])
@@ -272,7 +279,15 @@ async def update_hook(
             "bindings": requested.get("bindings", _json(old["definition"]["bindings"])),
         }
         next_date = schedules.next_date(definition["schedule"], now)  # type: ignore[arg-type]
-        await tx.execute("update_hook", group, hook, *_columns(definition), slugid.nice(), next_date, now)
+        await tx.execute(
+            "update_hook",
+            hook_group_id=group,
+            hook_id=hook,
+            **_columns(definition),
+            next_task_id=slugid.nice(),
+            next_scheduled_date=next_date,
+            now=now,
+        )
         await queue_service.publish_tx(h.queue, tx, [_message("hook-updated", group, hook)])
         tx.after_commit(h.hook_changed)
     log.info("hook %s/%s updated by %s", group, hook, client_id)

@@ -208,7 +208,16 @@ async def _record_tx(
     tx: Tx, group: str, hook: str, fired_by: str, task_id: str, now: Millis, error: str
 ) -> None:
     result = "error" if error else "success"
-    await tx.execute("insert_last_fire", group, hook, task_id, fired_by, now, result, error)
+    await tx.execute(
+        "insert_last_fire",
+        hook_group_id=group,
+        hook_id=hook,
+        task_id=task_id,
+        fired_by=fired_by,
+        task_create_time=now,
+        result=result,
+        error=error,
+    )
 
 
 async def trigger(
@@ -322,10 +331,17 @@ async def _fire_chunk(h: Hooks, chunk: list[Stored]) -> None:
                 if row is not None and row["next_task_id"] == item["task_id"]:
                     fresh.append(item)  # else fired meanwhile, or changed by an update
             await tasks.create_tasks_tx(h.queue, tx, [(i["task_id"], i["definition"]) for i in fresh])
-            await tx.executemany(
-                "insert_last_fire",
-                [(i["group"], i["hook"], i["task_id"], "schedule", i["due"], "success", "") for i in fresh],
-            )
+            for i in fresh:
+                await tx.defer(
+                    "insert_last_fire",
+                    hook_group_id=i["group"],
+                    hook_id=i["hook"],
+                    task_id=i["task_id"],
+                    fired_by="schedule",
+                    task_create_time=i["due"],
+                    result="success",
+                    error="",
+                )
             await tx.executemany(
                 "advance_hook_schedule",
                 [(i["group"], i["hook"], i["task_id"], slugid.nice(), i["next_date"]) for i in fresh],

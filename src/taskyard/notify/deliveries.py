@@ -60,7 +60,14 @@ async def _batch_tx(nt: Notify, tx: Tx, end: event_log.End) -> int:
     for row in rows:
         for route, outcome, detail, task_id, status in _notifications(row["body"], row["cc"]):
             await tx.execute(
-                "record_notify_delivery", int(row["id"]), route, task_id, status, outcome, detail, now
+                "record_notify_delivery",
+                event_id=int(row["id"]),
+                route=route,
+                task_id=task_id,
+                status=status,
+                outcome=outcome,
+                detail=detail,
+                now=now,
             )
     full = len(rows) == BATCH
     await tx.execute("move_notify_cursor", int(rows[-1]["id"]) if full else end.newest)

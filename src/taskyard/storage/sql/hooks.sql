@@ -19,14 +19,16 @@ SELECT {{_hook_columns}} FROM hooks WHERE hook_group_id = $1 AND hook_id = $2 {{
 -- name: insert_hook
 INSERT INTO hooks (hook_group_id, hook_id, metadata, task, schedule, bindings, trigger_schema,
                    trigger_token, next_task_id, next_scheduled_date, created, last_modified)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)
+VALUES (:hook_group_id, :hook_id, :metadata, :task, :schedule, :bindings, :trigger_schema,
+        :trigger_token, :next_task_id, :next_scheduled_date, :now, :now)
 ON CONFLICT (hook_group_id, hook_id) DO NOTHING
 
 -- name: update_hook
 UPDATE hooks
-   SET metadata = $3, task = $4, schedule = $5, bindings = $6, trigger_schema = $7,
-       next_task_id = $8, next_scheduled_date = $9, last_modified = $10
- WHERE hook_group_id = $1 AND hook_id = $2
+   SET metadata = :metadata, task = :task, schedule = :schedule, bindings = :bindings,
+       trigger_schema = :trigger_schema, next_task_id = :next_task_id,
+       next_scheduled_date = :next_scheduled_date, last_modified = :now
+ WHERE hook_group_id = :hook_group_id AND hook_id = :hook_id
 
 -- name: delete_hook
 DELETE FROM hooks WHERE hook_group_id = $1 AND hook_id = $2
@@ -58,13 +60,13 @@ SELECT {{_hook_columns}} FROM hooks WHERE bindings <> '[]' ORDER BY hook_group_i
 
 -- name: insert_last_fire
 INSERT INTO hook_last_fires (hook_group_id, hook_id, task_id, fired_by, task_create_time, result, error)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+VALUES (:hook_group_id, :hook_id, :task_id, :fired_by, :task_create_time, :result, :error)
 ON CONFLICT (hook_group_id, hook_id, task_id) DO UPDATE
    SET fired_by = excluded.fired_by, task_create_time = excluded.task_create_time,
        result = excluded.result, error = excluded.error
 
--- Newest first; the page after the key ($3, $4) of the last row shown.
 -- name: list_last_fires
+-- Newest first; the page after the key ($3, $4) of the last row shown.
 SELECT f.hook_group_id, f.hook_id, f.task_id, f.fired_by, f.task_create_time, f.result, f.error,
        t.state AS task_state
   FROM hook_last_fires f LEFT JOIN tasks t ON t.task_id = f.task_id

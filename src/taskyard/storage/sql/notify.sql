@@ -20,7 +20,7 @@ SELECT l.id, o.exchange, o.body, o.cc FROM event_log l JOIN outbox o ON o.id = l
 -- name: record_notify_delivery
 -- A notification to send, once per (event, route): recorded again (a batch read twice), it stays.
 INSERT INTO notify_deliveries (event_id, route, task_id, status, outcome, detail, attempts, next_try, created)
-VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $7)
+VALUES (:event_id, :route, :task_id, :status, :outcome, :detail, 0, :now, :now)
 ON CONFLICT (event_id, route) DO NOTHING
 
 -- name: due_notify_deliveries
@@ -38,10 +38,6 @@ UPDATE notify_deliveries SET outcome = $3, detail = $4, attempts = attempts + 1
 -- The notification ($1, $2) failed this time ($3 says why): tried again from $4.
 UPDATE notify_deliveries SET detail = $3, attempts = attempts + 1, next_try = $4
  WHERE event_id = $1 AND route = $2 AND outcome = 'pending'
-
--- name: get_notify_delivery
-SELECT event_id, route, task_id, outcome, detail, attempts FROM notify_deliveries
- WHERE event_id = $1 AND route = $2
 
 -- name: task_notify_deliveries
 -- The notifications recorded for task $1, in log order.
