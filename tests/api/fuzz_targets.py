@@ -137,6 +137,13 @@ def valid_bodies(now: int) -> dict[str, Any]:
     tomorrow = dates.to_iso(now + dates.DAY)
     client = {"expires": tomorrow, "description": "fuzzed", "scopes": ["queue:status:*"]}
     role = {"scopes": ["queue:status:*"], "description": "fuzzed"}
+    hook = {
+        "metadata": {"name": "fuzz", "description": "fuzzed", "owner": "fuzz@example.test"},
+        "schedule": ["0 0 * * * *"],
+        "task": {"$let": {"x": 1}, "in": {"taskQueueId": "p/w", "payload": {}}},
+        "triggerSchema": {"type": "object", "additionalProperties": True},
+        "bindings": [{"exchange": "exchange/fuzz/v1/x", "routingKeyPattern": "#"}],
+    }
     task = queue["createTask"] | {
         "schedulerId": "fuzz",
         "projectId": "fuzz/project",
@@ -171,6 +178,10 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "slack": {"channelId": "C1", "text": "t"},
         "addDenylistAddress": {"notificationType": "email", "notificationAddress": "fuzz@example.test"},
         "deleteDenylistAddress": {"notificationType": "email", "notificationAddress": "fuzz@example.test"},
+        "createHook": hook,
+        "updateHook": hook,
+        "triggerHook": {"a": [1]},
+        "triggerHookWithToken": {"a": [1]},
     }
 
 

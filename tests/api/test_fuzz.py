@@ -33,6 +33,7 @@ from starlette.routing import Route as StarletteRoute
 
 from taskyard.api.app import build_app
 from taskyard.artifacts.local import LocalStore
+from taskyard.hooks import definitions as hook_definitions
 from taskyard.index import entries
 from taskyard.model import dates, schema, slugid, task_definition
 from taskyard.model.index_paths import Entry
@@ -69,6 +70,19 @@ def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
     )
 
 
+# A hook for the hooks service's routes to find: fired by hand, its task in the fuzzer's queue.
+HOOK: Any = {
+    "metadata": {"name": "fuzz", "description": "fuzzed", "owner": "fuzz@example.test"},
+    "schedule": [],
+    "task": {
+        "taskQueueId": TASK_QUEUE_ID,
+        "payload": {"x": "${payload}"},
+        "metadata": {"name": "fuzz", "description": "d", "owner": "fuzz@example.test", "source": "https://x"},
+    },
+    "triggerSchema": {"type": "object"},
+}
+
+
 def fuzzed_app(api: Api) -> Starlette:
     services = dataclasses.replace(api.services, max_body_bytes=BODY_LIMIT)
     services.queue.config = dataclasses.replace(services.queue.config, claim_work_timeout=0.02)
@@ -99,6 +113,9 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
     azure = await poll_queues(api)
     indexed = Entry(task_id, 0, {"k": "v"}, api.clock() + dates.HOUR)
     await entries.insert_task(api.services.index, "fuzz.latest", indexed)
+    hooks = api.services.hooks
+    await hook_definitions.create_hook(hooks, "fuzz-group", "fuzz-hook", HOOK, client_id=ROOT.client_id)
+    token = hook_definitions.open_token(hooks, await hook_definitions.load(hooks, "fuzz-group", "fuzz-hook"))
 
     def sign_livelog(task: str, run: str, until: int) -> str:
         signature = live_log_urls.signer.sign((task, run, str(until)))
@@ -120,6 +137,11 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         "rest": ["x"],
         "indexPath": ["fuzz.latest", "fuzz.missing", "root"],
         "namespace": ["fuzz", "fuzz.latest", "fuzz.new.entry"],
+        "hookGroupId": ["fuzz-group", "other-group"],
+        "hookId": ["fuzz-hook", "fuzz/nested"],
+        "token": [token, "not-the-token"],
+        "group": ["fuzz-group", "other-group"],  # the web UI's hook pages
+        "hook": ["fuzz-hook", "fuzz/nested"],
     }
     return State(
         now=api.clock(),
@@ -408,10 +430,12 @@ async def test_every_route_the_app_serves_is_a_fuzz_target(
     } <= azure
 
     # A route it knows nothing of, added to the app, is named.
-    app.router.routes.append(StarletteRoute("/api/hooks/v1/hooks/{hookId}", lambda r: None, methods=["PUT"]))
+    app.router.routes.append(
+        StarletteRoute("/api/widgets/v1/widgets/{widgetId}", lambda r: None, methods=["PUT"])
+    )
     assert uncovered(targets(app), state) == [
-        "PUT /api/hooks/v1/hooks/{hookId}: a route of no kind the fuzzer knows",
-        "PUT /api/hooks/v1/hooks/{hookId}: no good value for {hookId}",
+        "PUT /api/widgets/v1/widgets/{widgetId}: a route of no kind the fuzzer knows",
+        "PUT /api/widgets/v1/widgets/{widgetId}: no good value for {widgetId}",
     ]
 
 

@@ -159,6 +159,12 @@ def test_index_api(case: schemathesis.Case, server: Server) -> None:
     check(case, server.send(case, "index"))
 
 
+@SCHEMAS["notify"].parametrize()
+@FUZZ
+def test_notify_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "notify"))
+
+
 def test_every_service_is_fuzzed() -> None:
     """A service added to the route tables gets a test above, or this fails naming it."""
     fuzzed = {name.removeprefix("test_").removesuffix("_api") for name in globals() if name.endswith("_api")}

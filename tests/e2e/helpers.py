@@ -198,3 +198,37 @@ def wait_until_not_running(server: Server, graph_id: str, timeout: float = 90) -
             return state
         time.sleep(0.2)
     raise AssertionError(f"task graph {graph_id} still running after {timeout} s")
+
+
+# The hooks service's tests (test_hooks.py, test_hooks_amqp.py).
+
+
+def unique(prefix: str = "g") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def grant(server: Server, group: str, hook: str, scopes: list[str] | None = None) -> None:
+    """The hook's role, `hook-id:<group>/<hook>`: by default, what creating its tasks needs."""
+    given = ["queue:create-task:*", "queue:scheduler-id:*"] if scopes is None else scopes
+    server.auth_client().createRole(f"hook-id:{group}/{hook}", {"description": "e2e hook", "scopes": given})
+
+
+TEMPLATE: dict[str, Any] = {
+    "taskQueueId": "${taskQueue}",
+    "payload": {"fired": {"$eval": "firedBy"}},
+    "metadata": {
+        "name": "hooked ${firedBy}",
+        "description": "made by a hook",
+        "owner": "e2e@example.com",
+        "source": "https://example.com/hooks",
+    },
+}
+
+
+def hook_body(task_queue: str, **more: Any) -> dict[str, Any]:
+    task = {"$let": {"taskQueue": task_queue}, "in": TEMPLATE}
+    return {
+        "metadata": {"name": "e2e hook", "description": "a test's", "owner": "e2e@example.com"},
+        "task": task,
+        **more,
+    }

@@ -18,11 +18,7 @@ import pytest
 import taskcluster
 
 from tests.e2e.conftest import Server, start_server
-from tests.e2e.helpers import definition, refused, wait_for
-
-
-def unique(prefix: str = "g") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+from tests.e2e.helpers import TEMPLATE, definition, grant, hook_body, refused, unique, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -33,33 +29,6 @@ def hooks(server: Server) -> taskcluster.Hooks:
 @pytest.fixture(scope="module")
 def queue(server: Server) -> taskcluster.Queue:
     return server.client()
-
-
-def grant(server: Server, group: str, hook: str, scopes: list[str] | None = None) -> None:
-    """The hook's role, `hook-id:<group>/<hook>`: by default, what creating its tasks needs."""
-    given = ["queue:create-task:*", "queue:scheduler-id:*"] if scopes is None else scopes
-    server.auth_client().createRole(f"hook-id:{group}/{hook}", {"description": "e2e hook", "scopes": given})
-
-
-TEMPLATE: dict[str, Any] = {
-    "taskQueueId": "${taskQueue}",
-    "payload": {"fired": {"$eval": "firedBy"}},
-    "metadata": {
-        "name": "hooked ${firedBy}",
-        "description": "made by a hook",
-        "owner": "e2e@example.com",
-        "source": "https://example.com/hooks",
-    },
-}
-
-
-def hook_body(task_queue: str, **more: Any) -> dict[str, Any]:
-    task = {"$let": {"taskQueue": task_queue}, "in": TEMPLATE}
-    return {
-        "metadata": {"name": "e2e hook", "description": "a test's", "owner": "e2e@example.com"},
-        "task": task,
-        **more,
-    }
 
 
 def test_create_read_list_update_remove(hooks: taskcluster.Hooks) -> None:

@@ -14,8 +14,7 @@ import taskcluster
 from tests.conftest import RABBITMQ_URL
 from tests.e2e.bus import Listener, server
 from tests.e2e.conftest import Server
-from tests.e2e.helpers import wait_for
-from tests.e2e.test_hooks import grant, hook_body, unique
+from tests.e2e.helpers import grant, hook_body, unique, wait_for
 
 __all__ = ["server"]  # the module's server, publishing to the shared RabbitMQ
 
