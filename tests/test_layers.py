@@ -42,10 +42,10 @@ ALLOWED = {
     },
     # The web UI sits on the API: every page reads and acts through the API's call pipeline (so
     # that its scope checks are the API's), and the composition root (cli/serve.py) mounts it on
-    # the app. The API never imports the UI.
+    # the app. The API never imports the UI, and the UI never storage: what a page shows comes from a
+    # step of the pipeline, typed by the API (`api/pages.py`).
     "ui": {
         "model",
-        "storage",
         "events",
         "artifacts",
         "auth",

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TypedDict
+from typing import TypedDict, cast
 
 import orjson
 
@@ -180,10 +180,25 @@ scopes on every name of the chain (the queue's `artifacts.follow` calls the guar
 # A task group.
 
 
+class GroupTask(TypedDict, total=False):
+    """A task of a group as its pages show it: the table's columns, or the graph's (id, state, name
+    and dependencies as JSON text)."""
+
+    task_id: str
+    state: str
+    name: str | None
+    dependencies: str | None
+    runs: int | None
+    started: str | None
+    resolved: str | None
+    worker_group: str | None
+    worker_id: str | None
+
+
 @dataclass(frozen=True)
 class GroupRows:
     group: TaskGroup
-    rows: list[Row]
+    rows: list[GroupTask]
 
 
 def _group_rows(query: str) -> Operation[GroupRows]:
@@ -194,7 +209,7 @@ def _group_rows(query: str) -> Operation[GroupRows]:
             if row is None:
                 raise ResourceNotFound(f"task group {task_group_id} does not exist")
             rows = await session.fetch(query, task_group_id)
-        return GroupRows(groups.group_body(row), rows)
+        return GroupRows(groups.group_body(row), [cast(GroupTask, dict(r)) for r in rows])
 
     return Operation(query.removeprefix("ui_"), LIST_GROUP, read)
 

@@ -23,8 +23,8 @@ from taskyard.ui.render import view
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.api.calls import Operation
+    from taskyard.api.pages import GroupTask
     from taskyard.queue.groups import TaskGroup
-    from taskyard.storage.port import Row
     from taskyard.ui.render import UI
 
 
@@ -56,7 +56,7 @@ async def group_page(ui: UI, request: Request) -> Response:
 
 async def read_group(
     ui: UI, request: Request, task_group_id: str, step: Operation[reads.GroupRows]
-) -> tuple[TaskGroup, list[Row]]:
+) -> tuple[TaskGroup, list[GroupTask]]:
     """The group and its tasks' rows (`reads.GROUP_TABLE`'s or `GROUP_GRAPH`'s), if the viewer may
     list the group as the API's listTaskGroup would; else the refusal. 404 for an unknown group."""
     found = await access.read(ui, request, step, {"taskGroupId": task_group_id})

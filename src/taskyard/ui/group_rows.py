@@ -17,8 +17,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from taskyard.api.pages import GroupTask
 from taskyard.model.errors import InvalidRequestArguments
-from taskyard.storage.port import Row
 from taskyard.ui import formats
 from taskyard.ui.graph_layout import STATES
 
@@ -69,7 +69,7 @@ def _page(text: str) -> int:
     return int(text)
 
 
-def counts(rows: Sequence[Row]) -> dict[str, int]:
+def counts(rows: Sequence[GroupTask]) -> dict[str, int]:
     """How many tasks are in each state, every state listed (in the order tasks move through them)."""
     found = Counter(r["state"] for r in rows)
     ordered = {state: found.pop(state, 0) for state in STATES}
@@ -108,19 +108,19 @@ def fast_escape(text: str) -> str:
     )
 
 
-def name_of(row: Row) -> str:
+def name_of(row: GroupTask) -> str:
     name = row["name"]
     return name if isinstance(name, str) and name else str(row["task_id"])
 
 
-def matching(rows: Sequence[Row], keep: Filter) -> list[Row]:
+def matching(rows: Sequence[GroupTask], keep: Filter) -> list[GroupTask]:
     """The rows `keep` keeps, in order."""
     if not keep.active:
         return list(rows)
     return [r for r in rows if keep.keeps(r["task_id"], r["state"], name_of(r))]
 
 
-def table_rows(rows: Sequence[Row], now: int) -> Markup:
+def table_rows(rows: Sequence[GroupTask], now: int) -> Markup:
     """The table's `<tr>`s for `rows`, every value escaped."""
     out: list[str] = []
     append, duration, esc = out.append, formats.duration, fast_escape
@@ -140,7 +140,7 @@ def table_rows(rows: Sequence[Row], now: int) -> Markup:
     return Markup("".join(out))
 
 
-def json_rows(rows: Sequence[Row], now: int) -> list[list[object]]:
+def json_rows(rows: Sequence[GroupTask], now: int) -> list[list[object]]:
     """Every row as `[taskId, name, state, runs, last run's duration, worker]` (the page's script
     filters these and draws the rows it shows)."""
     duration = formats.duration

@@ -13,13 +13,13 @@ from urllib.parse import quote
 import orjson
 from markupsafe import Markup, escape
 
-from taskyard.storage.port import Row
+from taskyard.api.pages import GroupTask
 from taskyard.ui.graph_layout import BOX_H, BOX_W, Box, Drawing, Task, draw
 
 LABEL_CHARS = 26  # what fits in a box
 
 
-def tasks_of(rows: Sequence[Row]) -> list[Task]:
+def tasks_of(rows: Sequence[GroupTask]) -> list[Task]:
     """Graph tasks from `ui_group_graph` rows (id, state, name, dependencies as JSON text)."""
     found = []
     for row in rows:
@@ -95,7 +95,7 @@ def _node(box: Box, group: str, collapsed: bool) -> str:
     )
 
 
-def graph_svg(rows: Sequence[Row], task_group_id: str, threshold: int) -> tuple[Drawing, Markup]:
+def graph_svg(rows: Sequence[GroupTask], task_group_id: str, threshold: int) -> tuple[Drawing, Markup]:
     drawing = draw(tasks_of(rows), threshold)
     title = f"Dependency graph of task group {task_group_id}"
     return drawing, svg(drawing, task_group_id, title)

@@ -246,8 +246,7 @@ SELECT t.task_id, t.state, d.definition #>> '{metadata,name}' AS name, (d.defini
  WHERE t.task_group_id = $1 ORDER BY t.task_id
 
 -- name: expire_seen_requests
--- Up to $2 signed requests whose timestamps left Hawk's window before $1, by their row ids: the
--- shared form's row-value IN becomes a hash join over the whole table here.
+-- Up to $2 signed requests whose timestamps left Hawk's window before $1.
 -- differs: by row ids (ctid): the shared form's row-value IN becomes a hash join over the whole
 -- table here.
 DELETE FROM seen_requests
