@@ -111,6 +111,13 @@ class WorkerConfig:
     # How it finds work: "claim-work" (claimWork's long poll) or "poll" (pollTaskUrls, the Azure-queue
     # messages and claimTask; docs/poll.md).
     protocol: str = "claim-work"
+    # Seconds without a task after which the worker exits (status 0); 0: never.
+    idle_timeout: float = 0.0
+    # A root URL to register with (registerWorker) for credentials, proving the worker with the
+    # static secret in `secret_file`; "": the credentials given.
+    register: str = ""
+    secret_file: str = ""
+    provider_id: str = "static"
     # amqp://... to hear of its runs' cancellations from RabbitMQ (the status check then slows to a
     # safety net); empty: the status check alone.
     events: str = field(default="", repr=False)

@@ -113,9 +113,9 @@ def test_an_unknown_flag_prints_the_sub_command_s_usage() -> None:
     )
 
 
-def test_up_help_says_it_starts_a_worker_process() -> None:
+def test_up_help_says_it_starts_worker_processes() -> None:
     said = " ".join(run({}, "up", "--help").stdout.split())
-    assert "beside it as a child process, a worker" in said
+    assert "beside it as child processes, a local worker pool" in said
 
 
 def test_bash_completion_completes_commands_flags_and_task_queues(server: Server, tq: str) -> None:

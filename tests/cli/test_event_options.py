@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 
 from taskyard.cli import main, options
-from taskyard.cli import worker as worker_cli
+from taskyard.cli.settings import worker_events
 from taskyard.config import ServerConfig
 from taskyard.model.errors import ConfigError
+from taskyard.pools.local import LocalProvider
+from taskyard.pools.port import StoredPool
 from tests.cli.helpers import worker_config
 
 
@@ -106,12 +108,19 @@ def test_a_worker_refuses_a_malformed_events_url_in_one_line(
     assert list(tmp_path.iterdir()) == []  # refused before it took the work directory
 
 
-def test_ups_worker_hears_the_servers_broker_through_its_environment(tmp_path: Path) -> None:
+def test_local_workers_hear_the_servers_broker_through_their_environment(tmp_path: Path) -> None:
     server = config(tmp_path, ["--events", "amqp://u:hunter2@rabbit/%2F"])
-    local = worker_cli.local_worker(server, {"task_queue_id": "local/default", "capacity": 1})
-    assert local is not None and local.events == "amqp://u:hunter2@rabbit/%2F"
-    command, env = worker_cli.worker_process(local)
-    assert env["TASKYARD_EVENTS"] == local.events and not any("hunter2" in word for word in command)
-    quiet = worker_cli.local_worker(config(tmp_path, []), {"task_queue_id": "local/default", "capacity": 1})
-    assert quiet is not None and quiet.events == ""
-    assert "TASKYARD_EVENTS" not in worker_cli.worker_process(quiet)[1]
+    local = LocalProvider(
+        root_url=server.root_url, data_dir=str(tmp_path), events=worker_events(server.events)
+    )
+    pool = StoredPool("local/default", "local", (), "", {"maxCapacity": 1}, "a@b.c", False, 0, 0)
+    command = local._command(pool, "w1", 1, tmp_path, tmp_path / "secret", 0)
+    env = local._environment()
+    assert env["TASKYARD_EVENTS"] == "amqp://u:hunter2@rabbit/%2F" and not any(
+        "hunter2" in w for w in command
+    )
+    quiet = config(tmp_path, [])
+    environment = LocalProvider(
+        root_url=quiet.root_url, data_dir=str(tmp_path), events=worker_events(quiet.events)
+    )
+    assert "TASKYARD_EVENTS" not in environment._environment()

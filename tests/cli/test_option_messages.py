@@ -162,9 +162,8 @@ def test_ups_worker_refuses_a_bad_capacity_and_runs_none_at_0(tmp_path: Path) ->
     values = options.resolve(args, environ)
     server = options.server_config(values, environ)
     with pytest.raises(ConfigError) as refused:
-        worker_cli.local_worker(server, values)
+        worker_cli.own_pool(server, values)
     assert refused.value.message == "configuration --capacity='300' is not valid: must be between 0 and 255"
-    assert worker_cli.local_worker(server, {**values, "capacity": 0}) is None
-    local = worker_cli.local_worker(server, {**values, "capacity": 3, "task_queue_id": "p/w"})
-    assert local is not None and (local.capacity, local.task_queue_id) == (3, "p/w")
-    assert local.worker_group == "local"
+    assert worker_cli.own_pool(server, {**values, "capacity": 0}) is None
+    pool = worker_cli.own_pool(server, {**values, "capacity": 3, "task_queue_id": "p/w"})
+    assert pool is not None and (pool.max_capacity, pool.worker_pool_id, pool.min_capacity) == (3, "p/w", 1)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from taskyard.cli import worker as worker_cli
-from taskyard.config import WorkerConfig
 from taskyard.model.errors import ConfigError
+from taskyard.pools.local import LocalProvider
+from taskyard.pools.port import StoredPool
 from tests.cli.helpers import worker_config
 
 
@@ -21,7 +23,9 @@ def test_an_unknown_protocol_is_refused() -> None:
         worker_config(["--protocol", "azure"])
 
 
-def test_a_worker_process_keeps_its_protocol() -> None:
-    config = WorkerConfig("http://127.0.0.1:1", "c", "t", protocol="poll")
-    command, _ = worker_cli.worker_process(config)
+def test_a_local_pools_workers_keep_its_protocol(tmp_path: Path) -> None:
+    local = LocalProvider(root_url="http://127.0.0.1:1", data_dir=str(tmp_path))
+    config = {"maxCapacity": 1, "workerConfig": {"protocol": "poll"}}
+    pool = StoredPool("local/default", "local", (), "", config, "a@b.c", False, 0, 0)
+    command = local._command(pool, "w1", 1, tmp_path, tmp_path / "secret", 0)
     assert command[command.index("--protocol") + 1] == "poll"

@@ -63,6 +63,8 @@ from taskyard.model.errors import (
     TaskyardError,
 )
 from taskyard.notify.service import Notify
+from taskyard.pools.service import WorkerManager
+from taskyard.pools.service import static_only as static_worker_manager
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import BEFORE_WAITING
 from taskyard.scheduler.service import Scheduler
@@ -89,6 +91,7 @@ class Services:
     )  # what one process takes at once (api/shedding.py)
     hooks_service: Hooks | None = None  # the hooks service (None: one on the queue, with no bus)
     notifier: Notify | None = None  # the notify service as `serve` built it (None: `notify` makes one)
+    worker_manager_service: WorkerManager | None = None  # as `serve` built it (None: static only)
 
     async def authenticate(self, request: hawk.Request) -> hawk.Authenticated | None:
         """Who signed `request` (None: nobody); 401 AuthenticationFailed if the signature is refused.
@@ -113,6 +116,12 @@ class Services:
     def notify(self) -> Notify:
         """The notify service: the one `serve` built (with its SMTP server), else one without SMTP."""
         return self.notifier or Notify(self.queue, None, ui_url=self.root_url or "")
+
+    @functools.cached_property
+    def worker_manager(self) -> WorkerManager:
+        """The worker-manager: the one `serve` built (with the local provider), else one with the
+        static provider alone."""
+        return self.worker_manager_service or static_worker_manager(self.queue)
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started, 3)
@@ -507,6 +516,7 @@ def build_app(services: Services, site: Site | None = None) -> App:
     routes += routes_for("/api/index/v1", tables["index"], services, raw_paths=True, empty_tails=True)
     routes += routes_for("/api/hooks/v1", tables["hooks"], services, raw_paths=True)
     routes += routes_for("/api/notify/v1", tables["notify"], services)
+    routes += routes_for("/api/worker-manager/v1", tables["worker-manager"], services, raw_paths=True)
     if services.events is not None:  # an app built without a feed (a test's) serves no stream
         tables["events"] = events_v1.ROUTES  # not in service_tables(): `taskyard api` can't stream
         routes += routes_for("/api/events/v1", tables["events"], services)

@@ -48,6 +48,7 @@ PARAM_PATTERNS = {
     "namespace": index_paths.NAMESPACE_PARAM,  # empty: the index's root
     "hookGroupId": r"^[a-zA-Z0-9-_]{1,1000}$",
     "hookId": r"^[a-zA-Z0-9-_/]{1,1000}$",  # may hold `/` (taskgraph's action hooks)
+    "workerPoolId": TASK_QUEUE_ID,
 }
 _COMPILED = {k: re.compile(v) for k, v in PARAM_PATTERNS.items()}
 

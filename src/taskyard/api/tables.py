@@ -15,6 +15,7 @@ from taskyard.api import (
     queue_v1,
     scheduler_v1,
     secrets_v1,
+    worker_manager_v1,
 )
 from taskyard.api.routing import Route
 
@@ -29,4 +30,5 @@ def service_tables() -> dict[str, list[Route]]:
         "index": index_v1.ROUTES,
         "hooks": hooks_v1.ROUTES,
         "notify": notify_v1.ROUTES,
+        "worker-manager": worker_manager_v1.ROUTES,
     }

@@ -10,15 +10,19 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from taskyard import __version__
 from taskyard.auth import static
 from taskyard.cli import options
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
-from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.config import ServerConfig
 from taskyard.lockfile import InUse
 from taskyard.model.errors import ConfigError, TaskyardError
+
+if TYPE_CHECKING:
+    from taskyard.pools.own import OwnPool
 
 T = TypeVar("T")
 # The data or work directory is held by another live taskyard process: nothing was done.
@@ -72,11 +76,13 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 def _add_up(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = commands.add_parser(
         "up",
-        help="run the server with a worker process beside it, on SQLite by default",
-        description="Run the queue's server (as `serve`) and, beside it as a child process, a worker "
-        "(as `taskyard worker`) claiming from --task-queue-id, --capacity tasks at a time, in "
-        "DATA_DIR/work, with the root client's credentials. --capacity 0 runs no worker. Ctrl-C stops "
-        "the worker first (its running tasks are resolved worker-shutdown), then the server.",
+        help="run the server with a pool of worker processes beside it, on SQLite by default",
+        description="Run the queue's server (as `serve`) and, beside it as child processes, a local "
+        "worker pool on --task-queue-id: one worker (as `taskyard worker`) always ready, more as "
+        "tasks wait, up to --capacity (the machine's cores), each beyond the first stopped after "
+        "five minutes without work; each registers for credentials of its own, in "
+        "DATA_DIR/workers. --capacity 0 runs no worker. Ctrl-C stops the workers first (their "
+        "running tasks are resolved worker-shutdown), then the server.",
     )
     options.add_declared(up, "up")
 
@@ -136,13 +142,16 @@ def _email_line(smtp_url: str) -> str:
     return f"email through {smtp.host}:{smtp.port}"
 
 
-def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
+def banner(config: ServerConfig, pool: OwnPool | None = None) -> str:
     running = []
     if config.processes > 1:
         running.append(f"  processes:     {config.processes} API processes on this port")
-    if worker is not None:
-        where = f"task queue {worker.task_queue_id}, capacity {worker.capacity}, in {worker.work_dir}"
-        running.append(f"  local worker:  {where}")
+    if pool is not None:
+        workers = (
+            f"{pool.min_capacity} to {pool.max_capacity} worker(s)" if pool.max_capacity > 1 else "1 worker"
+        )
+        where = Path(config.data_dir, "workers").absolute()
+        running.append(f"  worker pool:   {pool.worker_pool_id} (local): {workers}, in {where}")
     return "\n".join(
         [
             f"taskyard {__version__} is serving the queue",
@@ -154,6 +163,7 @@ def banner(config: ServerConfig, worker: WorkerConfig | None = None) -> str:
             f"  secrets API:   {config.root_url}/api/secrets/v1/",
             f"  hooks API:     {config.root_url}/api/hooks/v1/",
             f"  notify API:    {config.root_url}/api/notify/v1/ ({_email_line(config.smtp_url)})",
+            f"  pools API:     {config.root_url}/api/worker-manager/v1/",
             f"  events:        {config.root_url}/api/events/v1/stream",
             f"  database:      {config.db_url}",
             *running,
@@ -275,12 +285,12 @@ def _serve_or_work(args: argparse.Namespace) -> int:
 
         if config.processes > 1:
             return _serve_processes(config)
-        local_worker = None
+        pool = None
         if args.command == "up":
             from taskyard.cli import worker as worker_cli
 
-            local_worker = worker_cli.local_worker(config, values)
-        run(serve(config, banner=banner(config, local_worker), worker=local_worker, lock=lock))
+            pool = worker_cli.own_pool(config, values)
+        run(serve(config, banner=banner(config, pool), own_pool=pool, lock=lock))
     finally:
         if lock is not None:
             lock.release()

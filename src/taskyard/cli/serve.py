@@ -12,6 +12,7 @@ import contextlib
 import errno
 import gc
 import logging
+import os
 import socket
 import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,9 +32,9 @@ from taskyard.cli.connections import (
     trusted_proxies,
     with_head_timeout,
 )
-from taskyard.cli.processes import die_with_parent
+from taskyard.cli.settings import worker_events
 from taskyard.cli.startup import STARTUP_FAILURE, StartupFailed
-from taskyard.config import ServerConfig, WorkerConfig
+from taskyard.config import ServerConfig
 from taskyard.events import log as event_log
 from taskyard.events import open_bus
 from taskyard.events.feed import EventFeed
@@ -48,6 +49,12 @@ from taskyard.lockfile import Lock
 from taskyard.model.errors import ConfigError
 from taskyard.notify import deliveries, mail
 from taskyard.notify.service import Notify
+from taskyard.pools import own, provisioner
+from taskyard.pools.local import LocalProvider
+from taskyard.pools.own import OwnPool
+from taskyard.pools.port import Provider
+from taskyard.pools.service import NULL_PROVIDER, WorkerManager
+from taskyard.pools.static import NullProvider, StaticProvider
 from taskyard.queue import livelogs, poll, resolvers
 from taskyard.queue.service import Queue
 from taskyard.queue.signals import Followers
@@ -69,12 +76,18 @@ class Deployment:
     app: App
     live_log_followers: Followers
     event_feed: EventFeed
+    worker_manager: WorkerManager
 
 
 @contextlib.asynccontextmanager
-async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
+async def running(
+    config: ServerConfig, *, own_pool: OwnPool | None = None, keep_fds: tuple[int, ...] = ()
+) -> AsyncIterator[Deployment]:
     """Open storage, auth and the bus, build the queue and the app on them, and start the relay
-    and the background loops; on exit, stop the loops, then close the bus, then storage."""
+    and the background loops; on exit, stop the loops, then close the bus, then storage.
+
+    `own_pool`: `up`'s local pool, created or set to its flags. `keep_fds` are handed to the
+    local workers (the data directory's lock, held until the last of them is gone)."""
     async with contextlib.AsyncExitStack() as opened:
         blobs = open_blob_store(
             config.artifacts_url,
@@ -115,6 +128,10 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
         hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus)
+        worker_manager = _worker_manager(config, queue, keep_fds)
+        await worker_manager.start()
+        if own_pool is not None:
+            await own.ensure(worker_manager, own_pool)
         services = Services(
             queue,
             auth,
@@ -137,6 +154,7 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 max_anonymous_streams_per_client=config.max_anonymous_streams_per_client,
             ),
             hooks_service=hooks,
+            worker_manager_service=worker_manager,
         )
         await services.index.start()
         await services.notify.start()
@@ -165,10 +183,41 @@ async def running(config: ServerConfig) -> AsyncIterator[Deployment]:
                 name="secrets-upkeep",
             ),
             *_hook_loops(hooks, config.queue.expiry_interval),
+            asyncio.create_task(provisioner.run_forever(worker_manager), name="worker-manager-provisioner"),
+            asyncio.create_task(
+                resolvers.run_forever(
+                    "worker-manager-upkeep",
+                    lambda: provisioner.upkeep(worker_manager),
+                    config.queue.expiry_interval,
+                    lead=storage.lead,
+                ),
+                name="worker-manager-upkeep",
+            ),
         ]
         opened.push_async_callback(_stop, loops)
         opened.callback(unsubscribe)
-        yield Deployment(app, queue.live_log_followers, feed)
+        yield Deployment(app, queue.live_log_followers, feed, worker_manager)
+
+
+def _worker_manager(config: ServerConfig, queue: Queue, keep_fds: tuple[int, ...]) -> WorkerManager:
+    """The worker-manager with its providers: static, local (workers on this machine) and null."""
+    local = LocalProvider(
+        root_url=config.root_url,
+        data_dir=config.data_dir,
+        events=worker_events(config.events),
+        keep_fds=keep_fds,
+        log_level=os.environ.get("TASKYARD_LOG_LEVEL", ""),
+    )
+    providers: dict[str, Provider] = {
+        "static": StaticProvider(),
+        "local": local,
+        NULL_PROVIDER: NullProvider(),
+    }
+    issuer = (
+        static.WORKER_MANAGER_CLIENT_ID,
+        static.derived_token(config.root_access_token, static.WORKER_MANAGER_CLIENT_ID),
+    )
+    return WorkerManager(queue, providers=providers, issuer=issuer)
 
 
 def _hook_loops(hooks: Hooks, expiry_interval: float) -> list[asyncio.Task[None]]:
@@ -290,12 +339,12 @@ async def serve(
     config: ServerConfig,
     *,
     banner: str | None = None,
-    worker: WorkerConfig | None = None,
+    own_pool: OwnPool | None = None,
     lock: Lock | None = None,
     listening: socket.socket | None = None,
 ) -> None:
-    """Serve the API until interrupted; with `worker`, run that worker as a child process, which
-    shares `lock` (the data directory's) so that it stays held until the worker is gone too.
+    """Serve the API until interrupted; with `own_pool`, `up`'s local pool of workers, which share
+    `lock` (the data directory's) so that it stays held until the last of them is gone too.
     `listening` is a socket bound already (shared by the processes of `--processes`)."""
     open_files = raise_open_files_limit()  # a connection is a file: thousands of long polls need room
     log.debug("open-files limit: %d", open_files)
@@ -303,14 +352,16 @@ async def serve(
         if listening is None:
             listening = bind(config.host, config.port)  # before the database: a taken port is found at once
             stack.callback(listening.close)
+        keep_fds = () if lock is None else (lock.fileno(),)
         try:
-            deployment = await stack.enter_async_context(running(config))
+            deployment = await stack.enter_async_context(
+                running(config, own_pool=own_pool, keep_fds=keep_fds)
+            )
         except ConfigError:
             raise
         except Exception as exc:
             raise start_up_failure(exc, config.db_url) from None
         settle_collector()
-        local_worker = None if worker is None else _LocalWorker(worker, lock)
         served = uvicorn.Config(
             deployment.app,
             host=config.host,
@@ -333,22 +384,13 @@ async def serve(
             forwarded_allow_ips=trusted_proxies(),
         )
         deployment.app.trust_proxies(forwarded_headers(served.forwarded_allow_ips))
-        server = _Server(
-            served,
-            deployment,
-            close_deployment=stack.aclose,
-            local_worker=local_worker,
-        )
+        server = _Server(served, deployment, close_deployment=stack.aclose)
 
         async def start() -> None:
             while not server.started:  # print only once the port is really ours
                 await asyncio.sleep(0.05)
             if banner:
                 print(banner, flush=True)
-            if local_worker is not None:
-                code = await local_worker.run()
-                if not server.should_exit and not server.stopping:
-                    log.error("the local worker exited with status %s; the API goes on without it", code)
 
         starting = asyncio.create_task(start())
         try:
@@ -359,56 +401,11 @@ async def serve(
                 await starting
 
 
-class _LocalWorker:
-    """`taskyard worker` as a child process: a core of its own on a multi-core machine, and a task
-    that upsets the worker can't take the API down. It is stopped with SIGTERM before the API
-    (its tasks resolved worker-shutdown), and dies with this process in any case.
-
-    It holds the data directory's lock too: if this process is killed outright, its worker still
-    takes a moment to stop its tasks, and a new `up` must not start on the directory meanwhile."""
-
-    def __init__(self, config: WorkerConfig, lock: Lock | None) -> None:
-        self._config = config
-        self._lock = lock
-        self._child: asyncio.subprocess.Process | None = None  # while it runs
-
-    @property
-    def started(self) -> bool:
-        return self._child is not None
-
-    async def run(self) -> int:
-        """Start the worker and wait for it to exit; answer its exit status."""
-        from taskyard.cli.worker import worker_process
-
-        command, env = worker_process(self._config)
-        self._child = await asyncio.create_subprocess_exec(
-            *command,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            pass_fds=() if self._lock is None else (self._lock.fileno(),),
-        )
-        try:
-            return await self._child.wait()
-        except asyncio.CancelledError:
-            with contextlib.suppress(ProcessLookupError):
-                self._child.kill()
-            raise
-
-    async def stop(self) -> None:
-        """SIGTERM, then wait until it has exited."""
-        if self._child is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            self._child.terminate()
-        await self._child.wait()
-
-
 class _Server(uvicorn.Server):
     """uvicorn's server, serving an open deployment, which it closes once it has stopped serving
-    (before uvicorn raises again the signal that stopped it). With a local worker, the first
-    SIGINT or SIGTERM stops the worker before the API: its running tasks are resolved
-    worker-shutdown (so they run again) while the API can still hear it."""
+    (before uvicorn raises again the signal that stopped it). The first SIGINT or SIGTERM stops
+    the local workers this process started before the API: their running tasks are resolved
+    worker-shutdown (so they run again) while the API can still hear them."""
 
     def __init__(
         self,
@@ -416,26 +413,24 @@ class _Server(uvicorn.Server):
         deployment: Deployment,
         *,
         close_deployment: Callable[[], Awaitable[None]],
-        local_worker: _LocalWorker | None,
     ) -> None:
         super().__init__(config)
         self._followers = deployment.live_log_followers
         self._feed = deployment.event_feed
+        self._worker_manager = deployment.worker_manager
         self._close_deployment = close_deployment
-        self._local_worker = local_worker
         self._loop = asyncio.get_running_loop()
-        self.stopping = False  # the local worker is being stopped
+        self.stopping = False  # the local workers are being stopped
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        worker = self._local_worker
-        if worker is None or not worker.started or self.stopping:
+        if self.stopping or not provisioner.workers_running(self._worker_manager):
             super().handle_exit(sig, frame)
             return
         self.stopping = True
 
         async def stop() -> None:
             try:
-                await worker.stop()
+                await provisioner.release_all(self._worker_manager, final=True)
             finally:
                 self.should_exit = True
 

@@ -609,6 +609,37 @@ OPTIONS: tuple[Option, ...] = (
         doc="the largest `maxRunTime` a payload may ask, in seconds",
     ),
     _worker(
+        "--idle-timeout",
+        "exit (status 0) once this many seconds passed without a task; 0: never",
+        type=float,
+        check=at_least(0, "must be 0 (never) or more seconds"),
+        doc="seconds without a task after which the worker exits with status 0, between two claims "
+        "(so no claim is lost); `0`: never. A local pool gives its workers beyond `minCapacity` its "
+        "`idleTimeoutSeconds`",
+    ),
+    _worker(
+        "--register",
+        "the root URL of the worker-manager to register with (registerWorker) for this worker's "
+        "credentials, instead of being given a client",
+        shown="none: the credentials given (flags, `TASKCLUSTER_*`, a context)",
+        doc="a root URL: register there (`registerWorker`, with `--secret-file`'s static secret) for "
+        "credentials limited to this worker's pool and id, and register again before they expire; "
+        "no client needs to be given (docs/worker-pools.md)",
+    ),
+    _worker(
+        "--secret-file",
+        "the file holding the worker's static secret, for --register",
+        shown="none",
+        doc="the file that holds the static secret `--register` proves the worker with (as given to "
+        "`createWorker`); read once at start",
+    ),
+    _worker(
+        "--provider-id",
+        "the provider the worker registers under, with --register",
+        check=matching(identifiers.IDENT, "must be 1-38 of a-z A-Z 0-9 - _"),
+        doc="the providerId `--register` names (`static` for machines an admin created with `createWorker`)",
+    ),
+    _worker(
         "--status-interval",
         "seconds between checks that running tasks were not cancelled "
         "(every 30 s, as a safety net, while --events tells of cancellations)",

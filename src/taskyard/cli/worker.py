@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from taskyard.auth import static
 from taskyard.cli import admin, options, settings
-from taskyard.cli.settings import default_worker_id, worker_events
 from taskyard.config import ServerConfig, WorkerConfig
 from taskyard.model.errors import ConfigError
+
+if TYPE_CHECKING:
+    from taskyard.pools.own import OwnPool
 
 
 def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,11 +29,20 @@ def add_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     options.add_declared(worker, "worker")
 
 
+EXIT_REGISTRATION_FAILED = 78  # sysexits' EX_CONFIG: the worker-manager refused it
+
+
 def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> WorkerConfig:
     values = options.resolve(args, environ)
     found = settings.fields(settings.checked("worker", values, environ, "WorkerConfig"), "WorkerConfig")
     if found["capacity"] < 1:
         raise ConfigError("--capacity", str(found["capacity"]), "a worker runs at least one task at a time")
+    if found["register"]:
+        if not found["secret_file"]:
+            raise ConfigError(
+                "--secret-file", "", "--register needs the file that holds the worker's static secret"
+            )
+        return WorkerConfig(root_url=found["register"].rstrip("/"), client_id="", access_token="", **found)
     connection = admin.connection(args, environ, anonymous=False)
     return WorkerConfig(
         root_url=connection.root_url,
@@ -46,9 +54,20 @@ def worker_config(args: argparse.Namespace, environ: Mapping[str, str]) -> Worke
 
 
 async def run_worker(config: WorkerConfig) -> int:
+    from taskyard.worker.registration import Registered, register
     from taskyard.worker.worker import Worker
 
-    worker = Worker(config)
+    registered: Registered | None = None
+    if config.register:
+        try:
+            config, registered = await register(config)
+        except Exception as exc:  # refused, or the server is unreachable: nothing to run
+            print(
+                f"taskyard: registering worker {config.worker_group}/{config.worker_id} failed: {exc}",
+                file=sys.stderr,
+            )
+            return EXIT_REGISTRATION_FAILED
+    worker = Worker(config, registration=registered)
     worker.install_signal_handlers()
     code = await asyncio.create_task(worker.run())
     if worker.refused:
@@ -56,47 +75,12 @@ async def run_worker(config: WorkerConfig) -> int:
     return code
 
 
-def local_worker(server: ServerConfig, values: Mapping[str, Any]) -> WorkerConfig | None:
-    """`up`'s own worker: the root client, on the server's root URL, in DATA_DIR/work (None: --capacity 0).
-
-    Of the worker's options `up` takes `--task-queue-id` and `--capacity`; the others are fixed."""
+def own_pool(server: ServerConfig, values: Mapping[str, Any]) -> OwnPool | None:
+    """`up`'s pool of local workers, on the server's task queue (`--task-queue-id`): one always
+    ready, up to `--capacity` (the machine's cores) while work waits. None: `--capacity 0`."""
     found = settings.fields(settings.checked("up", values, {}, "WorkerConfig"), "WorkerConfig")
     if found["capacity"] == 0:
         return None
-    return WorkerConfig(
-        root_url=server.root_url,
-        client_id=static.ROOT_CLIENT_ID,
-        access_token=server.root_access_token,
-        worker_group="local",
-        worker_id=default_worker_id(),
-        **found,
-        work_dir=str(Path(server.data_dir, "work").absolute()),
-        events=worker_events(server.events),
-    )
+    from taskyard.pools.own import OwnPool
 
-
-def worker_process(config: WorkerConfig) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment that run `config` as a `taskyard worker` process."""
-    command = [sys.executable, "-m", "taskyard.cli.main", "worker"]
-    for flag, value in (
-        ("--task-queue-id", config.task_queue_id),
-        ("--worker-group", config.worker_group),
-        ("--worker-id", config.worker_id),
-        ("--capacity", config.capacity),
-        ("--work-dir", config.work_dir),
-        ("--max-run-time-limit", config.max_run_time_limit),
-        ("--status-interval", config.status_interval),
-        ("--protocol", config.protocol),
-    ):
-        command += [flag, str(value)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TASKCLUSTER_", "TASKYARD_"))}
-    env.update(
-        TASKCLUSTER_ROOT_URL=config.root_url,
-        TASKCLUSTER_CLIENT_ID=config.client_id,
-        TASKCLUSTER_ACCESS_TOKEN=config.access_token,
-    )
-    if config.events:  # in the environment, not on the command line: `ps` shows command lines
-        env["TASKYARD_EVENTS"] = config.events
-    if "TASKYARD_LOG_LEVEL" in os.environ:
-        env["TASKYARD_LOG_LEVEL"] = os.environ["TASKYARD_LOG_LEVEL"]
-    return command, env
+    return OwnPool(found["task_queue_id"], max_capacity=found["capacity"])

@@ -32,7 +32,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 from taskyard.events.port import Envelope
 from taskyard.model.errors import ConfigError
-from taskyard.model.messages import EXCHANGES, HOOK_EXCHANGES, SCHEDULER_EXCHANGES, Message
+from taskyard.model.messages import (
+    EXCHANGES,
+    HOOK_EXCHANGES,
+    SCHEDULER_EXCHANGES,
+    WORKER_MANAGER_EXCHANGES,
+    Message,
+)
 from taskyard.model.runs import MAX_RUNS, RETRY_REASONS
 from taskyard.model.types import LooseJSON
 
@@ -43,6 +49,7 @@ TC_PREFIX = "exchange/taskcluster-queue/v1/"
 SEED_PREFIX = "v1/queue:"
 TC_SCHEDULER_PREFIX = "exchange/taskcluster-scheduler/v1/"
 TC_HOOKS_PREFIX = "exchange/taskcluster-hooks/v1/"
+TC_WORKER_MANAGER_PREFIX = "exchange/taskcluster-worker-manager/v1/"
 # The notify service's one exchange (pulse notifications), stored as `notification`.
 NOTIFY_EXCHANGE = "notification"
 TC_NOTIFY_EXCHANGE = "exchange/taskcluster-notify/v1/notification"
@@ -100,6 +107,7 @@ class Profiles:
             names += [TC_PREFIX + e for e in EXCHANGES]
             names += [TC_SCHEDULER_PREFIX + e for e in SCHEDULER_EXCHANGES]
             names += [TC_HOOKS_PREFIX + e for e in HOOK_EXCHANGES]
+            names += [TC_WORKER_MANAGER_PREFIX + e for e in WORKER_MANAGER_EXCHANGES]
             names.append(TC_NOTIFY_EXCHANGE)
         if "seed" in self.names:
             names += [SEED_PREFIX + e for e in _SEED_FIELDS]
@@ -155,6 +163,8 @@ def _tc(message: Message) -> list[Envelope]:
     prefix = TC_SCHEDULER_PREFIX if message.exchange in SCHEDULER_EXCHANGES else TC_PREFIX
     if message.exchange in HOOK_EXCHANGES:
         prefix = TC_HOOKS_PREFIX
+    elif message.exchange in WORKER_MANAGER_EXCHANGES:
+        prefix = TC_WORKER_MANAGER_PREFIX
     return [Envelope(prefix + message.exchange, message.routing_key, message.body, list(message.cc))]
 
 

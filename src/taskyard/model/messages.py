@@ -90,6 +90,19 @@ def group_message(
 HOOK_EXCHANGES = ("hook-created", "hook-updated", "hook-deleted")
 
 
+# The worker-manager's exchanges (short names): pools created and updated (deleted is an update
+# to the null provider), workers requested, running, stopped and removed, and pool errors.
+WORKER_MANAGER_EXCHANGES = (
+    "worker-pool-created",
+    "worker-pool-updated",
+    "worker-pool-error",
+    "worker-requested",
+    "worker-running",
+    "worker-stopped",
+    "worker-removed",
+)
+
+
 # The scheduler's exchanges (short names); the seed profile has no `task-graph-extended`.
 SCHEDULER_EXCHANGES = (
     "task-graph-running",

@@ -80,11 +80,13 @@ class QueueClient:
         return await self._call_url(method, self.url(path), path, creds, body, timeout)
 
     async def _call_url(
-        self, method: str, url: str, path: str, creds: Credentials, body: Any, timeout: float
+        self, method: str, url: str, path: str, creds: Credentials | None, body: Any, timeout: float
     ) -> Any:
         data = None if body is None else orjson.dumps(body)
         for attempt in range(self._attempts):
-            headers = {"Accept": JSON_TYPE, "Authorization": _authorization(method, url, data, creds)}
+            headers = {"Accept": JSON_TYPE}
+            if creds is not None:  # None: an unsigned call (registerWorker)
+                headers["Authorization"] = _authorization(method, url, data, creds)
             if data is not None:
                 headers["Content-Type"] = JSON_TYPE
             try:
@@ -107,6 +109,11 @@ class QueueClient:
         limit = aiohttp.ClientTimeout(total=timeout)
         async with self._http.request(method, url, data=data, headers=headers, timeout=limit) as response:
             return response.status, response.reason or "", await response.read()
+
+    async def worker_manager(self, method: str, path: str, creds: Credentials | None, body: Any) -> Any:
+        """A call to the worker-manager (`registerWorker` unsigned: `creds` None)."""
+        url = f"{self.root_url}/api/worker-manager/v1{path}"
+        return await self._call_url(method, url, path, creds, body, CALL_TIMEOUT)
 
     # The queue's calls ---------------------------------------------------------------------
 

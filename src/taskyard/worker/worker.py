@@ -42,6 +42,7 @@ from taskyard.model.client_errors import Refused
 from taskyard.worker.cancellations import CancellationListener
 from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.poll import Poller
+from taskyard.worker.registration import Registered, keep_registered
 from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
 
 log = logging.getLogger(__name__)
@@ -64,8 +65,16 @@ RESOLVED = ("completed", "failed", "exception")
 
 
 class Worker:
-    def __init__(self, config: WorkerConfig, client: QueueClient | None = None) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        client: QueueClient | None = None,
+        *,
+        registration: Registered | None = None,
+    ) -> None:
         self.config = config
+        self.registration = registration  # registered with the worker-manager: register again in time
+        self._idle_since = time.monotonic()  # since when no task has run (while none does)
         self.client = client or QueueClient(config.root_url)
         self._own_client = client is None
         self.creds = Credentials(config.client_id, config.access_token, config.certificate or None)
@@ -145,6 +154,9 @@ class Worker:
             c.capacity,
         )
         watchers = [asyncio.create_task(self._watch_statuses(), name="status-watcher")]
+        if self.registration is not None:
+            renewal = keep_registered(c, self.client, self.registration, lambda: self.creds, self._swap)
+            watchers.append(asyncio.create_task(renewal, name="registration"))
         if self.cancellations is not None:
             watchers.append(asyncio.create_task(self.cancellations.run(), name="cancellation-listener"))
         try:
@@ -186,8 +198,23 @@ class Worker:
             failures = 0
             for claim in claims or []:
                 self._start(claim)
+            if claims == [] and self._idle_for_long():
+                log.info("no task for %.0f s (--idle-timeout): exiting", self.config.idle_timeout)
+                self._draining = True
+                self._exit_code = EXIT_DONE
+                return
             if claims is not None and not claims and time.monotonic() - started < 1.0:
                 await self._pause(1.0)  # the queue answered at once with nothing: don't spin
+
+    def _idle_for_long(self) -> bool:
+        timeout = self.config.idle_timeout
+        return timeout > 0 and not self.running and time.monotonic() - self._idle_since >= timeout
+
+    def _swap(self, creds: Credentials) -> None:
+        """Use the credentials of a new registration from now on."""
+        self.creds = creds
+        if self.poller is not None:
+            self.poller.creds = creds
 
     def _give_up(self, exc: Exception, tries: int) -> None:
         """Claim no more: the queue refused these credentials `tries` times in a row."""
@@ -238,6 +265,8 @@ class Worker:
                 await run.run()
             finally:
                 self.running.pop(key, None)
+                if not self.running:
+                    self._idle_since = time.monotonic()
                 self._changed.set()  # the slot is free: the claim loop claims again at once
                 await asyncio.to_thread(run.clean_up)
 
