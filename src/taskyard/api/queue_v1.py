@@ -12,9 +12,9 @@ from typing import NotRequired, TypedDict
 from taskyard.api.routing import Body, Call, Route, run_id
 from taskyard.model import paging, schema, task_definition
 from taskyard.model.identifiers import IDENT, SLUGID
-from taskyard.model.runs import EXCEPTION_REASONS
+from taskyard.model.runs import REPORTED_REASONS, check_exception_reason
 from taskyard.model.scopes import Template
-from taskyard.model.status import STATUS_ANSWER, ExceptionReason, StatusAnswer, TaskStatus
+from taskyard.model.status import STATUS_ANSWER, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
 from taskyard.queue import claims, groups, inspect, poll, tasks, workers
 from taskyard.queue.service import Queue, definition_of
@@ -70,11 +70,12 @@ class ClaimWorkRequest(WorkerRequest):
     tasks: NotRequired[int]
 
 
-EXCEPTION = schema.obj({"reason": schema.enum(*EXCEPTION_REASONS)}, required=["reason"], additional=False)
+# The reasons of EXCEPTION_REASONS, and the first protocol's spellings of two of them (model/runs.py).
+EXCEPTION = schema.obj({"reason": schema.enum(*REPORTED_REASONS)}, required=["reason"], additional=False)
 
 
 class ExceptionRequest(TypedDict):
-    reason: ExceptionReason
+    reason: str
 
 
 PRIORITY = schema.obj({"newPriority": schema.enum(*PRIORITIES)}, required=["newPriority"], additional=False)
@@ -221,7 +222,7 @@ async def report_failed(call: Call) -> StatusAnswer:
 
 
 async def report_exception(call: Call) -> StatusAnswer:
-    reason = call.body_as(ExceptionRequest)["reason"]
+    reason = check_exception_reason(call.body_as(ExceptionRequest)["reason"])
     return await claims.report(_q(call), call.params["taskId"], run_id(call), "exception", reason)
 
 
