@@ -11,7 +11,7 @@ import pytest
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import Envelope
-from taskyard.model import dates
+from taskyard.model import dates, task_graph
 from taskyard.model.errors import InputError, InsufficientScopes, RequestConflict, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, resolvers, tasks
@@ -347,6 +347,43 @@ async def test_the_label_form_substitutes_task_ids_and_carries_routing(
         "state": "running",
         "routing": "nightly",
     }
+
+
+async def test_every_graph_task_key_has_the_documents_ten_words(
+    scheduler: Scheduler, clock: FakeClock, announced: Announced
+) -> None:
+    """The scheduler document: a graph task's messages have the routing key `task-id`, `run-id`,
+    `worker-group`, `worker-id`, `provisioner-id`, `worker-type`, `schedulerId`, `taskGraphId`,
+    `taskGraph.routing`, `task.routing`; the exchange document: `_` for keys not available."""
+    final, labelled, bare = new_id(), new_id(), new_id()
+    a = new_id()
+    await create(scheduler, final, graph(node(clock, a)))
+    body = {
+        "routing": "nightly",
+        "scopes": GRAPH_SCOPES,
+        "tasks": {
+            "build": {"task": {**definition(clock()), "routing": "b"}},
+            "test": {"task": definition(clock())},
+        },
+    }
+    await graphs.create_task_graph(scheduler, labelled, body, guard=ALLOW_ALL)
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"only": {"task": {**definition(clock()), "routing": "b"}}}}
+    await graphs.create_task_graph(scheduler, bare, body, guard=ALLOW_ALL)
+    ids = {task_graph.task_id_of(labelled, "build"): (labelled, "nightly.b")}
+    ids[task_graph.task_id_of(labelled, "test")] = (labelled, "nightly._")
+    ids[task_graph.task_id_of(bare, "only")] = (bare, "_.b")
+    ids[a] = (final, "_._")
+    for _ in ids:
+        (claim,) = await claims.claim_pending(scheduler.queue, TQ, WORKER, 1)
+        await claims.report(scheduler.queue, claim["status"]["taskId"], 0, "completed", "completed")
+    keys = {
+        e.body["status"]["taskId"]: e.routing_key for e in await announced.collect() if "queue:" in e.exchange
+    }
+    assert keys == {
+        task_id: f"{task_id}.0.wg.w1.test-prov.test-worker.task-graph-scheduler.{gid}.{words}"
+        for task_id, (gid, words) in ids.items()
+    }
+    assert {len(key.split(".")) for key in keys.values()} == {10}
 
 
 async def test_a_subs_naming_no_label_is_refused(scheduler: Scheduler, clock: FakeClock) -> None:

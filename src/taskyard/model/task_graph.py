@@ -232,11 +232,13 @@ def _fill(node: Node, graph: Graph, graph_id: str, scheduler_id: str) -> None:
         task["dependencies"] = list(dict.fromkeys([*deps, *node.requires]))
     elif node.requires:
         task["dependencies"] = list(node.requires)
+    # Every task of a graph, in either form, is keyed `<graph routing>.<task routing>` after its
+    # schedulerId and graph id, `_` for an empty part: its queue events' seed keys all have the
+    # same number of words, so `...<taskGraphId>.<graph routing>.*` sees each of them.
     routing = task.pop("routing", "")
-    if node.label is not None or graph.routing or routing:
-        tags = task.get("tags") if isinstance(task.get("tags"), dict) else None
-        words = ".".join([graph.routing or "_", *([str(routing)] if routing else [])])
-        task["tags"] = {**(tags or {}), ROUTING_TAG: words}
+    tags = task.get("tags") if isinstance(task.get("tags"), dict) else None
+    words = f"{graph.routing or '_'}.{routing or '_'}"
+    task["tags"] = {**(tags or {}), ROUTING_TAG: words}
 
 
 def cycles(nodes: list[Node]) -> list[str]:
