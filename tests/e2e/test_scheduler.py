@@ -178,3 +178,38 @@ def test_the_label_form_runs_with_subs(
     assert (build["label"], test["label"]) == ("build", "test")
     env = server.client().task(test["taskId"])["payload"]["env"]
     assert env == {"BUILD": build["taskId"]}
+
+
+def test_the_legacy_client_extends_a_label_form_graph_by_its_earlier_labels(
+    server: Server, legacy_python: Path, tq: str
+) -> None:
+    """The scheduler document's "Add tasks during execution", in the label form: the added tasks
+    name the graph's earlier tasks by label. An extend that adds nothing answers the status."""
+    graph_id = slug()
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"build": {"task": task(tq, {"command": sh("true")})}}}
+    more = {
+        "test": {
+            "requires": ["build"],
+            "task": task(tq, {"command": sh("true"), "env": {"BUILD": {"$subs": "taskId:build"}}}),
+        }
+    }
+    answer = run_legacy(
+        legacy_python,
+        """
+        scheduler = taskcluster.Scheduler(options)
+        created = scheduler.createTaskGraph(options["graphId"], options["graph"])
+        result = {
+            "created": created,
+            "empty": scheduler.extendTaskGraph(options["graphId"], {"tasks": {}}),
+            "extended": scheduler.extendTaskGraph(options["graphId"], {"tasks": options["more"]}),
+            "inspect": scheduler.inspect(options["graphId"]),
+        }
+        """,
+        options=options(server, graphId=graph_id, graph=body, more=more),
+    )
+    assert answer["empty"] == answer["created"]
+    assert answer["extended"]["status"]["state"] == "running"
+    build, test = answer["inspect"]["tasks"]
+    assert (build["label"], test["label"]) == ("build", "test")
+    assert test["requires"] == [build["taskId"]] and test["state"] == "unscheduled"
+    assert server.client().task(test["taskId"])["payload"]["env"] == {"BUILD": build["taskId"]}

@@ -386,6 +386,65 @@ async def test_every_graph_task_key_has_the_documents_ten_words(
     assert {len(key.split(".")) for key in keys.values()} == {10}
 
 
+async def test_a_label_form_extend_names_the_labels_of_the_graphs_earlier_tasks(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    """The scheduler document's "Add tasks during execution": the tasks added require tasks of the
+    graph ("Scan through required tasks and update dependents accordingly"), which the label form
+    names by label; `$subs` names them too."""
+    gid = new_id()
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"build": {"task": definition(clock())}}}
+    await graphs.create_task_graph(scheduler, gid, body, guard=ALLOW_ALL)
+    build = task_graph.task_id_of(gid, "build")
+    extension = {
+        "tasks": {
+            "build": {"task": definition(clock())},  # given again, the same: accepted
+            "test": {
+                "requires": ["build"],
+                "task": definition(clock(), payload={"from": {"$subs": "taskId:build"}}),
+            },
+        }
+    }
+    await graphs.extend_task_graph(scheduler, gid, extension)
+    test = task_graph.task_id_of(gid, "test")
+    entries = (await graphs.inspect(scheduler, gid))["tasks"]
+    assert [(e["label"], e["requires"]) for e in entries] == [("build", []), ("test", [build])]
+    assert (await tasks.task(queue, test))["payload"] == {"from": build}
+    assert await state(queue, test) == "unscheduled"
+    # A later extend names both earlier labels.
+    later = {"tasks": {"upload": {"requires": ["build", "test"], "task": definition(clock())}}}
+    await graphs.extend_task_graph(scheduler, gid, later)
+    assert (await graphs.inspect_task(scheduler, gid, task_graph.task_id_of(gid, "upload")))["requires"] == [
+        build,
+        test,
+    ]
+    await resolve(scheduler, build)
+    await resolve(scheduler, test)
+    assert await state(queue, task_graph.task_id_of(gid, "upload")) == "pending"
+    with pytest.raises(InputError, match="task x: requires label 'ghost'"):
+        await graphs.extend_task_graph(
+            scheduler, gid, {"tasks": {"x": {"requires": ["ghost"], "task": definition(clock())}}}
+        )
+
+
+async def test_an_empty_extend_changes_nothing_and_answers_the_status(
+    scheduler: Scheduler, clock: FakeClock, announced: Announced
+) -> None:
+    gid, a = new_id(), new_id()
+    await create(scheduler, gid, graph(node(clock, a)))
+    before = await graphs.inspect(scheduler, gid)
+    for empty in ({"tasks": []}, {"tasks": {}}):
+        assert await graphs.extend_task_graph(scheduler, gid, empty) == await graphs.status(scheduler, gid)
+    assert await graphs.inspect(scheduler, gid) == before
+    assert not [e for e in await announced.collect() if e.exchange.endswith("task-graph-extended")]
+    await resolve(scheduler, a)
+    assert await graph_state(scheduler, gid) == "finished"
+    with pytest.raises(RequestConflict, match="is finished"):  # as any extend of a graph not running
+        await graphs.extend_task_graph(scheduler, gid, {"tasks": []})
+    with pytest.raises(ResourceNotFound):
+        await graphs.extend_task_graph(scheduler, new_id(), {"tasks": []})
+
+
 async def test_a_subs_naming_no_label_is_refused(scheduler: Scheduler, clock: FakeClock) -> None:
     body = {"tasks": {"a": {"task": definition(clock(), payload={"x": {"$subs": "taskId:nope"}})}}}
     with pytest.raises(InputError, match="task a: \\$subs 'taskId:nope' names no label"):

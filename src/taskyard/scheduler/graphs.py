@@ -198,11 +198,16 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
     """Add tasks to a running graph; a task already in it must be given the same again.
 
     Tasks may require tasks already in the graph, including completed ones (they are scheduled at
-    once). 409 unless the graph is running.
+    once); in the label form, by their labels. 409 unless the graph is running. An extend with no
+    task changes nothing and answers the running graph's status.
     """
-    graph = task_graph.parse(check_graph_id(graph_id), body, extend=True)
-    row, known = await _graph_and_ids(s, graph_id)
+    check_graph_id(graph_id)
+    task_graph.check_shape(body, extend=True)  # a malformed body is 400 before an unknown graph's 404
+    row, known, labels = await _graph_and_ids(s, graph_id)
+    graph = task_graph.parse(graph_id, body, extend=True, earlier=labels, checked=True)
     _check_running(row)
+    if not graph.nodes:
+        return {"status": status_of(row)}  # nothing to add: the graph as it is, no event
     graph.routing = row["routing"]
     task_graph.refuse(task_graph.prepare(graph, graph_id, scheduler_id=s.scheduler_id, known=known))
     new = [n for n in graph.nodes if n.task_id not in known]
@@ -222,13 +227,15 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
     return {"status": status}
 
 
-async def _graph_and_ids(s: Scheduler, graph_id: str) -> tuple[Row, set[str]]:
+async def _graph_and_ids(s: Scheduler, graph_id: str) -> tuple[Row, set[str], dict[str, str]]:
+    """The graph's row, its tasks' taskIds, and the taskId of each label its tasks have."""
     async with s.storage.reader() as session:
         row = await session.fetchrow("get_task_graph", graph_id)
         if row is None:
             raise ResourceNotFound(f"task-graph not found! (no task graph {graph_id})")
-        ids = {r["task_id"] for r in await session.fetch("task_graph_task_ids", graph_id)}
-    return row, ids
+        rows = await session.fetch("task_graph_task_ids", graph_id)
+    labels = {r["label"]: r["task_id"] for r in rows if r["label"] is not None}
+    return row, {r["task_id"] for r in rows}, labels
 
 
 def _check_running(row: Row) -> None:

@@ -565,7 +565,8 @@ SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t
  WHERE g.task_graph_id = $1 ORDER BY g.position
 
 -- name: task_graph_task_ids
-SELECT task_id FROM task_graph_tasks WHERE task_graph_id = $1
+-- A graph's taskIds, with the label of each that has one (extendTaskGraph's label form names them).
+SELECT task_id, label FROM task_graph_tasks WHERE task_graph_id = $1
 
 -- name: task_graph_task
 SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
