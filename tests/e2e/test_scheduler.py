@@ -84,6 +84,19 @@ def test_the_legacy_client_creates_extends_and_follows_a_graph_to_finished(
         options=options(server, graphId=graph_id, taskId=c),
     )
     assert inspected["state"] == "completed" and inspected["requires"] == [a, b]
+    # The scheduler document's task entity: its deadline, and its resolution with the run's URLs.
+    assert inspected["deadline"] == server.client().task(c)["deadline"]
+    resolution = inspected["resolution"]
+    run_url = f"{server.root_url}/api/queue/v1/task/{c}/runs/0/artifacts"
+    assert resolution == {
+        "success": True,
+        "completed": True,
+        "resultUrl": run_url,
+        "logsUrl": f"{run_url}/public/logs/live.log",
+    }
+    names = {x["name"] for x in server.client().listArtifacts(c, "0")["artifacts"]}
+    assert "public/logs/live.log" in names  # listArtifacts is the resultUrl's route
+    assert requests.get(resolution["logsUrl"], timeout=10).status_code == 200
 
 
 def test_a_graph_whose_task_keeps_failing_blocks_after_its_reruns(

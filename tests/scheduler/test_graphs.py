@@ -445,6 +445,43 @@ async def test_an_empty_extend_changes_nothing_and_answers_the_status(
         await graphs.extend_task_graph(scheduler, new_id(), {"tasks": []})
 
 
+async def test_inspect_gives_each_tasks_deadline_and_resolution(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    """The scheduler document's task entity: `deadline: Datetime` and
+    `resolution: {resultUrl?, logsUrl?, success, completed} | null`."""
+    scheduler.root_url = "https://tc.example.com"
+    gid, a, b, c, d = new_id(), new_id(), new_id(), new_id(), new_id()
+    await create(scheduler, gid, graph(node(clock, a), node(clock, b), node(clock, c, [a]), node(clock, d)))
+    due = (await tasks.task(queue, a))["deadline"]
+    before = {t["taskId"]: t for t in (await graphs.inspect(scheduler, gid))["tasks"]}
+    assert {t["deadline"] for t in before.values()} == {due}
+    assert {t["resolution"] is None for t in before.values()} == {True}
+    found = {x["status"]["taskId"]: x["runId"] for x in await claims.claim_pending(queue, TQ, WORKER, 3)}
+    assert set(found) == {a, b, d}
+    await claims.report(queue, a, 0, "completed", "completed")
+    await claims.report(queue, b, 0, "failed", "failed")
+    await claims.report(queue, d, 0, "exception", "malformed-payload")
+    runs = "https://tc.example.com/api/queue/v1/task/{}/runs/0/artifacts"
+    entries = {t["taskId"]: t for t in (await graphs.inspect(scheduler, gid))["tasks"]}
+    assert entries[a]["resolution"] == {
+        "success": True,
+        "completed": True,
+        "resultUrl": runs.format(a),
+        "logsUrl": runs.format(a) + "/public/logs/live.log",
+    }
+    assert entries[b]["resolution"] == {
+        "success": False,
+        "completed": True,
+        "resultUrl": runs.format(b),
+        "logsUrl": runs.format(b) + "/public/logs/live.log",
+    }
+    assert entries[d]["resolution"] == {"success": False, "completed": False}
+    assert entries[c]["resolution"] is None and entries[c]["deadline"] == due
+    for task_id, entry in entries.items():
+        assert await graphs.inspect_task(scheduler, gid, task_id) == entry
+
+
 async def test_a_subs_naming_no_label_is_refused(scheduler: Scheduler, clock: FakeClock) -> None:
     body = {"tasks": {"a": {"task": definition(clock(), payload={"x": {"$subs": "taskId:nope"}})}}}
     with pytest.raises(InputError, match="task a: \\$subs 'taskId:nope' names no label"):

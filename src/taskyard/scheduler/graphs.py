@@ -299,7 +299,7 @@ async def inspect(s: Scheduler, graph_id: str) -> GraphInspection:
     row = await _load(s, graph_id)
     async with s.storage.reader() as session:
         rows = await session.fetch("task_graph_tasks", graph_id)
-    entries = _entries(rows)
+    entries = _entries(rows, s.root_url)
     return {
         "status": status_of(row),
         "tasks": entries,
@@ -314,7 +314,7 @@ async def inspect_task(s: Scheduler, graph_id: str, task_id: str) -> LooseJSON:
     tasks.check_task_id(task_id)
     async with s.storage.reader() as session:
         rows = await session.fetch("task_graph_tasks", graph_id)
-    for entry in _entries(rows):
+    for entry in _entries(rows, s.root_url):
         if entry["taskId"] == task_id:
             return entry
     raise ResourceNotFound(f"task {task_id} is not in task graph {graph_id}")
@@ -324,7 +324,7 @@ async def inspect_task(s: Scheduler, graph_id: str, task_id: str) -> LooseJSON:
 _STATES = {"unscheduled": "unscheduled", "pending": "scheduled", "running": "scheduled"}
 
 
-def _entries(rows: list[Row]) -> list[LooseJSON]:
+def _entries(rows: list[Row], root_url: str) -> list[LooseJSON]:
     states = {r["task_id"]: _STATES.get(r["state"], r["state"] or "unscheduled") for r in rows}
     dependents: dict[str, list[str]] = {r["task_id"]: [] for r in rows}
     requires = {r["task_id"]: orjson.loads(r["requires"]) for r in rows}
@@ -345,8 +345,27 @@ def _entries(rows: list[Row]) -> list[LooseJSON]:
             "state": states[task_id],
             "satisfied": states[task_id] == "completed",
             "dependents": dependents[task_id],
+            "deadline": definition.get("deadline"),
+            "resolution": _resolution(
+                task_id, states[task_id], orjson.loads(r["runs"]) if r["runs"] else [], root_url
+            ),
         }
         if r["label"] is not None:
             entry["label"] = r["label"]
         entries.append(entry)
     return entries
+
+
+def _resolution(task_id: str, state: str, runs: list[LooseJSON], root_url: str) -> LooseJSON | None:
+    """How the task was resolved, as the scheduler document's task entity keeps it: None until it
+    is; `success` when it completed; `completed` when a worker ran its last run to the end
+    (completed or failed, not an exception), with the URLs of that run's artifacts (`resultUrl`)
+    and log (`logsUrl`)."""
+    if state not in ("completed", "failed", "exception") or not runs:
+        return None
+    resolution: LooseJSON = {"success": state == "completed", "completed": state != "exception"}
+    if state != "exception":
+        run_url = f"{root_url}/api/queue/v1/task/{task_id}/runs/{len(runs) - 1}/artifacts"
+        resolution["resultUrl"] = run_url
+        resolution["logsUrl"] = f"{run_url}/public/logs/live.log"
+    return resolution

@@ -560,8 +560,8 @@ SELECT * FROM task_graphs WHERE task_graph_id = $1
 SELECT * FROM task_graphs WHERE task_graph_id = $1 {{for_update}}
 
 -- name: task_graph_tasks
--- A graph's tasks with their queue state and definition, in the order they were given.
-SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+-- A graph's tasks with their queue state, definition and runs, in the order they were given.
+SELECT g.*, t.state, t.definition, t.runs FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
  WHERE g.task_graph_id = $1 ORDER BY g.position
 
 -- name: task_graph_task_ids
@@ -569,7 +569,7 @@ SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t
 SELECT task_id, label FROM task_graph_tasks WHERE task_graph_id = $1
 
 -- name: task_graph_task
-SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+SELECT g.*, t.state, t.definition, t.runs FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
  WHERE g.task_graph_id = $1 AND g.task_id = $2
 
 -- name: graph_of_task
