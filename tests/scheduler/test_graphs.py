@@ -482,6 +482,33 @@ async def test_inspect_gives_each_tasks_deadline_and_resolution(
         assert await graphs.inspect_task(scheduler, gid, task_id) == entry
 
 
+async def test_the_graph_is_announced_running_before_its_first_task_is_pending(
+    scheduler: Scheduler, storage: Storage, clock: FakeClock
+) -> None:
+    """The scheduler document: task-graph-running "occurs when" a task-graph is submitted; a
+    listener hears of the graph before any of its tasks, in either profile."""
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus)
+    seen: list[str] = []
+    for exchange in (
+        "exchange/taskcluster-scheduler/v1/task-graph-running",
+        "v1/scheduler:task-graph-running",
+        "exchange/taskcluster-queue/v1/task-pending",
+        "v1/queue:task-pending",
+    ):
+        bus.subscribe(exchange, "#", lambda e: seen.append(e.exchange))
+    await create(scheduler, new_id(), graph(node(clock, new_id()), node(clock, new_id())))
+    while await relay.relay_once():
+        pass
+    await bus.flush()
+    await bus.close()
+    assert seen == [
+        "exchange/taskcluster-scheduler/v1/task-graph-running",
+        "v1/scheduler:task-graph-running",
+        *["exchange/taskcluster-queue/v1/task-pending", "v1/queue:task-pending"] * 2,
+    ]
+
+
 async def test_a_subs_naming_no_label_is_refused(scheduler: Scheduler, clock: FakeClock) -> None:
     body = {"tasks": {"a": {"task": definition(clock(), payload={"x": {"$subs": "taskId:nope"}})}}}
     with pytest.raises(InputError, match="task a: \\$subs 'taskId:nope' names no label"):

@@ -159,10 +159,12 @@ async def _insert_tx(
         created=s.clock(),
         expires=_latest_expiry(definitions.values()),
     )
-    await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
+    # The graph is announced running before its tasks' own events (their task-pending first of
+    # all): a listener hears of the graph before any of its tasks.
     status = task_graph.status(graph_id, s.scheduler_id, "running", graph.routing)
     message = graph_message("task-graph-running", status, graph.routes)
     await queue_service.publish_tx(s.queue, tx, [message])
+    await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
     return {"status": status}
 
 
