@@ -161,8 +161,8 @@ def test_reports_on_a_pending_run_conflict_and_on_a_missing_run_are_404(
 def test_the_first_protocols_spellings_of_reasons_are_accepted_as_todays(
     queue: taskcluster.Queue, tq: str
 ) -> None:
-    """Seed 003: "If the error is due to some temporarily missing resource the reason
-    resources-unavailable can also be used"; seed 000 resolves a run whose claim ran out "as
+    """The worker document: "If the error is due to some temporarily missing resource the reason
+    resources-unavailable can also be used"; the first queue draft resolves a run whose claim ran out "as
     exception due to claim-timeout". Both spellings are taken as today's, which answers give."""
     task_id = create(queue, tq)
     claim_one(queue, tq)

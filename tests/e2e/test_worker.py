@@ -211,7 +211,7 @@ def test_a_full_work_directory_fails_one_task_and_the_worker_goes_on(
 def test_an_internal_error_is_reported_before_the_log_is_uploaded(
     server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
 ) -> None:
-    """Seed 003, Responding to Internal Errors: "the worker can still upload artifacts after
+    """The worker document, Responding to Internal Errors: "the worker can still upload artifacts after
     reporting exception ... So the workers should first resolve the task as exception." A log the
     worker cannot write is its internal error: the run is reported first, its log uploaded after."""
     process = WorkerProcess(

@@ -11,6 +11,7 @@ from typing import NotRequired, TypedDict
 
 from taskyard.api.routing import Body, Call, Route, run_id
 from taskyard.model import paging, schema, task_definition
+from taskyard.model.errors import InputValidationError
 from taskyard.model.identifiers import IDENT, SLUGID
 from taskyard.model.runs import REPORTED_REASONS, check_exception_reason
 from taskyard.model.scopes import Template
@@ -197,8 +198,19 @@ async def claim_work(call: Call) -> claims.ClaimWorkAnswer:
     return {"tasks": await claims.claim_work(_q(call), _tq(call), _worker(call), count, gone=call.gone)}
 
 
+# What claimTask quotes of a poll message; all three required under `--claim-messages required`.
+MESSAGE_FIELDS = ("messageId", "receipt", "signature")
+
+
 async def claim_task(call: Call) -> claims.Claim | claims.NoClaim:
     task_id, worker, body = call.params["taskId"], _worker(call), call.body_as(ClaimTaskRequest)
+    missing = [f"body.{name}" for name in MESSAGE_FIELDS if name not in body]
+    if missing and _q(call).config.claim_messages == "required":
+        raise InputValidationError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required: this deployment "
+            "requires claimTask to quote the poll message it claims from (messageId, receipt and "
+            "signature, from pollTaskUrls' queues; --claim-messages required)"
+        )
     message = poll.MessageProof(body.get("messageId"), body.get("receipt"), body.get("signature"))
     return await claims.claim_task(
         _q(call), task_id, run_id(call), worker, guard=call.authorize, message=message
