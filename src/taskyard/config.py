@@ -22,6 +22,9 @@ class QueueConfig:
     max_body_bytes: int = 10 * 1024 * 1024
     # A run's live log is refused (413) past this many bytes of UTF-8.
     max_live_log_bytes: int = 64 * 1024 * 1024
+    # Whether claimTask must quote the poll message it claims from (messageId, receipt and
+    # signature): "optional" (claimWork's workers and older ones have none) or "required".
+    claim_messages: str = "optional"
 
 
 @dataclass(frozen=True)

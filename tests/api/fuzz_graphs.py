@@ -74,7 +74,8 @@ def extend_final(now: int, required: str, new: str) -> dict[str, Any]:
 
 
 def extend_label(now: int) -> dict[str, Any]:
-    return {"tasks": {"lint": {"reruns": 1, "task": task(now, routing="l")}}}
+    """An extension of label_form()'s graph: its new task requires an earlier task by label."""
+    return {"tasks": {"lint": {"requires": ["build"], "reruns": 1, "task": task(now, routing="l")}}}
 
 
 @dataclass

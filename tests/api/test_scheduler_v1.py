@@ -120,3 +120,16 @@ async def test_garbage_never_gets_a_500(api: Api) -> None:
             if answer.status_code >= 500 or (answer.status_code >= 400 and not is_json_error(answer)):
                 failures.append((method, repr(body)[:160], answer.status_code, answer.text[:200]))
     assert not failures, failures[:10]
+
+
+async def test_an_empty_extend_is_answered_with_the_status(api: Api) -> None:
+    gid, a = slugid.nice(), slugid.nice()
+    created = await call(api, "PUT", f"/task-graph/{gid}", graph(api, {"taskId": a, "task": task(api)}))
+    assert created.status_code == 200, created.text
+    for tasks in ([], {}):
+        answer = await call(api, "POST", f"/task-graph/{gid}/extend", {"tasks": tasks})
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == created.json()
+    missing = await call(api, "POST", f"/task-graph/{slugid.nice()}/extend", {"tasks": []})
+    assert missing.status_code == 404, missing.text
+    assert (await call(api, "POST", f"/task-graph/{gid}/extend", {"tasks": [], "x": 1})).status_code == 400

@@ -15,6 +15,11 @@ from taskyard.model.errors import ConfigError
 SERVE_REFUSALS = [
     (["--claim-timeout", "0"], {}, "configuration claim-timeout=0 is not valid: must be at least 1 second"),
     (["--port", "0"], {}, "configuration port=0 is not valid: must be between 1 and 65535"),
+    (
+        ["--claim-messages", "always"],
+        {},
+        "configuration claim-messages='always' is not valid: must be one of: optional, required",
+    ),
     ([], {"TASKYARD_PORT": "65536"}, "configuration port=65536 is not valid: must be between 1 and 65535"),
     (
         ["--max-artifact-bytes", "0"],

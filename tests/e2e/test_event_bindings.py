@@ -4,7 +4,8 @@ Python client: the observant provisioner, the long-pulling worker, the worker wi
 support, the dependent task scheduler and the statistics monitor.
 
 The four exchanges are `v1/queue:task-pending`, `-running`, `-completed` and `-failed`; routing keys
-are `<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>`.
+are `<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<schedulerId>.<taskGroupId>`,
+with `_` for what a message lacks (task-pending's run id and worker).
 The broker is shared with other tests, so every test uses provisioners, workers and schedulers of
 its own.
 """
@@ -58,15 +59,15 @@ class Provisioner:
         self.listener = Listener([(SEED + "task-pending", pattern), (SEED + "task-running", pattern)])
 
     def pending(self) -> Counter[str]:
-        """Each worker type's runs announced pending and not yet announced running."""
-        waiting: dict[tuple[str, str], str] = {}
+        """Each worker type's tasks announced pending and not yet announced running (a task has one
+        pending run at most; task-pending's key has `_` for its run id)."""
+        waiting: dict[str, str] = {}
         for event in self.listener.events:
             words = key(event)
-            run = (words["task_id"], words["run_id"])
             if event.exchange == SEED + "task-pending":
-                waiting[run] = words["worker_type"]
+                waiting[words["task_id"]] = words["worker_type"]
             else:
-                waiting.pop(run, None)
+                waiting.pop(words["task_id"], None)
         return Counter(waiting.values())
 
     def heard(self, pending: int, running: int) -> None:
@@ -127,7 +128,7 @@ def test_a_long_pulling_worker_is_woken_by_a_new_task_of_its_worker_type(
         (woken,) = wake_ups.wait_for(lambda events: len(events) >= 1, what="a wake-up")
         # Everything committed before it was announced before it: had the others matched, they
         # would be here first.
-        assert key(woken)["task_id"] == task_id and key(woken)["run_id"] == "0"
+        assert key(woken)["task_id"] == task_id and key(woken)["run_id"] == "_"
         assert woken.body["status"]["state"] == "pending"
         (claimed,) = claim(queue, mine, "wg", "w1")
         assert claimed["status"]["taskId"] == task_id

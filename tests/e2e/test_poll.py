@@ -20,7 +20,7 @@ from azure.storage.queue import QueueClient
 from taskyard.config import WorkerConfig
 from taskyard.worker import client as worker_client
 from taskyard.worker.poll import MAX_DEQUEUES, Poller
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, start_server
 from tests.e2e.helpers import create, definition, legacy_options, signed, slug, wait_for_status
 from tests.legacy_client import legacy_python, run_legacy
 
@@ -202,3 +202,34 @@ async def test_a_much_dequeued_message_is_claimed_and_its_run_never_stranded(
     assert list(sdk.peek_messages()) == []  # settled: claimed, then deleted
     (alert,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert f"task {task_id}, run 0" in alert and f"dequeued {MAX_DEQUEUES + 2} times" in alert
+
+
+def test_claim_messages_required_makes_claimtask_quote_its_message(
+    db_url: str, tmp_path: Path, tq: str
+) -> None:
+    """The first queue draft: "In the future `queue.claimTask` will require options `messageId`,
+    `receipt`, and `signature`. However, these will initially be optional, and then ... they will
+    become mandatory." `--claim-messages required` is that future; optional stays the default."""
+    own = start_server(db_url, tmp_path / "server", extra_args=["--claim-messages", "required"])
+    try:
+        queue = own.client()
+        task_id = create(queue, tq)
+        entry = poll_task_urls(own, tq)["queues"][-1]
+        client = QueueClient.from_queue_url(queue_url(entry["signedPollUrl"]))
+        (message,) = client.receive_messages(visibility_timeout=60)
+        signature = body_of(message.content)["signature"]
+        for given, missing in (
+            ({}, "body.messageId, body.receipt, body.signature are required"),
+            ({"signature": signature}, "body.messageId, body.receipt are required"),
+            ({"messageId": message.id, "receipt": message.pop_receipt}, "body.signature is required"),
+        ):
+            with pytest.raises(taskcluster.exceptions.TaskclusterRestFailure) as refused:
+                queue.claimTask(task_id, 0, {**WORKER, **given})
+            assert refused.value.status_code == 400
+            assert refused.value.body["code"] == "InputValidationError"
+            assert missing in refused.value.body["message"]
+        assert queue.status(task_id)["status"]["state"] == "pending"
+        claim = {**WORKER, "messageId": message.id, "receipt": message.pop_receipt, "signature": signature}
+        assert queue.claimTask(task_id, 0, claim)["status"]["state"] == "running"
+    finally:
+        own.stop()

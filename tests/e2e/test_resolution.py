@@ -156,3 +156,30 @@ def test_reports_on_a_pending_run_conflict_and_on_a_missing_run_are_404(
     with refused(400, "InvalidRequestArguments"):
         queue.reportCompleted(task_id, "-1")
     assert queue.status(task_id)["status"]["state"] == "pending"
+
+
+def test_the_first_protocols_spellings_of_reasons_are_accepted_as_todays(
+    queue: taskcluster.Queue, tq: str
+) -> None:
+    """The worker document: "If the error is due to some temporarily missing resource the reason
+    resources-unavailable can also be used"; the first queue draft resolves a run whose claim ran out "as
+    exception due to claim-timeout". Both spellings are taken as today's, which answers give."""
+    task_id = create(queue, tq)
+    claim_one(queue, tq)
+    first = queue.reportException(task_id, "0", {"reason": "resources-unavailable"})
+    status = first["status"]
+    assert [(r["state"], r.get("reasonResolved")) for r in status["runs"]] == [
+        ("exception", "resource-unavailable")
+    ]
+    # Either spelling repeats the same report.
+    assert queue.reportException(task_id, "0", {"reason": "resources-unavailable"}) == first
+    assert queue.reportException(task_id, "0", {"reason": "resource-unavailable"}) == first
+
+    task_id = create(queue, tq, retries=1)
+    claim_one(queue, tq)
+    status = queue.reportException(task_id, "0", {"reason": "claim-timeout"})["status"]
+    assert [(r["state"], r["reasonCreated"], r.get("reasonResolved")) for r in status["runs"]] == [
+        ("exception", "scheduled", "claim-expired"),
+        ("pending", "retry", None),
+    ]
+    assert queue.reportException(task_id, "0", {"reason": "claim-timeout"})["status"] == status

@@ -84,6 +84,19 @@ def test_the_legacy_client_creates_extends_and_follows_a_graph_to_finished(
         options=options(server, graphId=graph_id, taskId=c),
     )
     assert inspected["state"] == "completed" and inspected["requires"] == [a, b]
+    # The scheduler document's task entity: its deadline, and its resolution with the run's URLs.
+    assert inspected["deadline"] == server.client().task(c)["deadline"]
+    resolution = inspected["resolution"]
+    run_url = f"{server.root_url}/api/queue/v1/task/{c}/runs/0/artifacts"
+    assert resolution == {
+        "success": True,
+        "completed": True,
+        "resultUrl": run_url,
+        "logsUrl": f"{run_url}/public/logs/live.log",
+    }
+    names = {x["name"] for x in server.client().listArtifacts(c, "0")["artifacts"]}
+    assert "public/logs/live.log" in names  # listArtifacts is the resultUrl's route
+    assert requests.get(resolution["logsUrl"], timeout=10).status_code == 200
 
 
 def test_a_graph_whose_task_keeps_failing_blocks_after_its_reruns(
@@ -178,3 +191,38 @@ def test_the_label_form_runs_with_subs(
     assert (build["label"], test["label"]) == ("build", "test")
     env = server.client().task(test["taskId"])["payload"]["env"]
     assert env == {"BUILD": build["taskId"]}
+
+
+def test_the_legacy_client_extends_a_label_form_graph_by_its_earlier_labels(
+    server: Server, legacy_python: Path, tq: str
+) -> None:
+    """The scheduler document's "Add tasks during execution", in the label form: the added tasks
+    name the graph's earlier tasks by label. An extend that adds nothing answers the status."""
+    graph_id = slug()
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"build": {"task": task(tq, {"command": sh("true")})}}}
+    more = {
+        "test": {
+            "requires": ["build"],
+            "task": task(tq, {"command": sh("true"), "env": {"BUILD": {"$subs": "taskId:build"}}}),
+        }
+    }
+    answer = run_legacy(
+        legacy_python,
+        """
+        scheduler = taskcluster.Scheduler(options)
+        created = scheduler.createTaskGraph(options["graphId"], options["graph"])
+        result = {
+            "created": created,
+            "empty": scheduler.extendTaskGraph(options["graphId"], {"tasks": {}}),
+            "extended": scheduler.extendTaskGraph(options["graphId"], {"tasks": options["more"]}),
+            "inspect": scheduler.inspect(options["graphId"]),
+        }
+        """,
+        options=options(server, graphId=graph_id, graph=body, more=more),
+    )
+    assert answer["empty"] == answer["created"]
+    assert answer["extended"]["status"]["state"] == "running"
+    build, test = answer["inspect"]["tasks"]
+    assert (build["label"], test["label"]) == ("build", "test")
+    assert test["requires"] == [build["taskId"]] and test["state"] == "unscheduled"
+    assert server.client().task(test["taskId"])["payload"]["env"] == {"BUILD": build["taskId"]}

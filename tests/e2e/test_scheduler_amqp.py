@@ -102,7 +102,7 @@ def test_an_amqp_consumer_follows_a_graph_in_both_profiles(
         "routing": "nightly",
     }
     completed = [e.routing_key for e in events if e.exchange == "v1/queue:task-completed"]
-    assert len(completed) == 2 and all(k.endswith(f".{SCHEDULER_ID}.{graph_id}.nightly") for k in completed)
+    assert len(completed) == 2 and all(k.endswith(f".{SCHEDULER_ID}.{graph_id}.nightly._") for k in completed)
 
 
 def test_the_scheduler_consumes_a_durable_queue_of_its_own(server: Server) -> None:

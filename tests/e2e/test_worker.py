@@ -208,6 +208,33 @@ def test_a_full_work_directory_fails_one_task_and_the_worker_goes_on(
         process.stop()
 
 
+def test_an_internal_error_is_reported_before_the_log_is_uploaded(
+    server: Server, queue: taskcluster.Queue, tq: str, tmp_path: Path
+) -> None:
+    """The worker document, Responding to Internal Errors: "the worker can still upload artifacts after
+    reporting exception ... So the workers should first resolve the task as exception." A log the
+    worker cannot write is its internal error: the run is reported first, its log uploaded after."""
+    process = WorkerProcess(
+        server, tq, tmp_path / "work", max_file_bytes=1_000_000, env={"TASKYARD_LOG_LEVEL": "DEBUG"}
+    ).start()
+    try:
+        flood = create(queue, tq, {"command": sh("head -c 3000000 /dev/zero | tr '\\0' x; echo")})
+        run = resolved(queue, flood, timeout=20)
+        assert (run["state"], run["reasonResolved"]) == ("exception", "internal-error"), process.log_tail()
+        reported, uploaded = f"{flood}/0>: exception (internal-error)", f"{flood}/0>: uploaded the task log"
+        helpers.wait_for(
+            lambda: uploaded in process.log_path.read_text(), what="the log's upload", timeout=20
+        )
+        lines = process.log_path.read_text().splitlines()
+        first = {
+            what: next(i for i, line in enumerate(lines) if what in line) for what in (reported, uploaded)
+        }
+        assert first[reported] < first[uploaded], process.log_tail()
+        assert f"Task ID: {flood}" in log_text(server, flood)  # what was written, uploaded after the report
+    finally:
+        process.stop()
+
+
 # Cancellation, claims and shutdown ------------------------------------------------------------
 
 

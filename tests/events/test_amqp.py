@@ -166,13 +166,13 @@ async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
     # The seed profile: pending and running by provisioner, resolutions by scheduler.
     seed = [(r.exchange.removeprefix(SEED_PREFIX), r.routing_key) for r in seed_provisioner.received]
     assert seed == [
-        ("task-pending", f"{done}.0._._.{prov}.wt.{scheduler}.{done}.graph-1.build"),
+        ("task-pending", f"{done}._._._.{prov}.wt.{scheduler}.{done}.graph-1.build"),
         ("task-running", f"{done}.0.wg.w1.{prov}.wt.{scheduler}.{done}.graph-1.build"),
-        ("task-pending", f"{failed}.0._._.{prov}.wt.{scheduler}.{failed}"),
+        ("task-pending", f"{failed}._._._.{prov}.wt.{scheduler}.{failed}"),
         ("task-running", f"{failed}.0.wg.w1.{prov}.wt.{scheduler}.{failed}"),
-        ("task-pending", f"{failed}.1._._.{prov}.wt.{scheduler}.{failed}"),
+        ("task-pending", f"{failed}._._._.{prov}.wt.{scheduler}.{failed}"),
         ("task-running", f"{failed}.1.wg.w2.{prov}.wt.{scheduler}.{failed}"),
-        ("task-pending", f"{canceled}.0._._.{prov}.wt.{scheduler}.{canceled}"),
+        ("task-pending", f"{canceled}._._._.{prov}.wt.{scheduler}.{canceled}"),
     ]
     pending, running = seed_provisioner.received[:2]
     assert pending.body == {"version": "0.2.0", "status": pending.body["status"]}

@@ -70,8 +70,28 @@ async def test_both_profiles_are_published_from_one_stored_event(
     _, pending, seed_pending = envelopes
     assert pending.cc == ["route.index.x"] and seed_pending.cc == []
     assert pending.routing_key == f"primary.{task_id}.0._._.test-prov.test-worker.-.{task_id}._"
-    assert seed_pending.routing_key == f"{task_id}.0._._.test-prov.test-worker.-.{task_id}"
+    assert seed_pending.routing_key == f"{task_id}._._._.test-prov.test-worker.-.{task_id}"
     assert seed_pending.body == {"version": "0.2.0", "status": pending.body["status"]}
+
+
+async def test_seed_task_pending_keys_have_no_run_id_as_the_exchange_document_says(
+    queue: Queue, clock: FakeClock, seen: Seen
+) -> None:
+    """The exchange document: "The special key `_` will be used for keys not available, for example
+    `run_id` for a `task_pending_v1` message". TaskCluster's profile keeps its run id there."""
+    task_id = new_id()
+    await tasks.create_task(queue, task_id, definition(clock.now, retries=1), guard=ALLOW_ALL)
+    await claims.claim_pending(queue, TQ, ("wg", "w1"), 1)
+    await claims.report(queue, task_id, 0, "exception", "worker-shutdown")  # run 1 is pending
+    keys = [
+        (e.exchange, e.routing_key.split(".")[:4]) for e in await seen.collect() if "pending" in e.exchange
+    ]
+    assert keys == [
+        (TC_PREFIX + "task-pending", ["primary", task_id, "0", "_"]),
+        (SEED_PREFIX + "task-pending", [task_id, "_", "_", "_"]),
+        (TC_PREFIX + "task-pending", ["primary", task_id, "1", "_"]),
+        (SEED_PREFIX + "task-pending", [task_id, "_", "_", "_"]),
+    ]
 
 
 async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
@@ -106,7 +126,7 @@ async def test_seed_routing_words_follow_the_scheduler_and_group(
     body = definition(clock.now, schedulerId="sched", taskGroupId=group, tags={ROUTING_TAG: "g7.build"})
     await tasks.create_task(queue, task_id, body, guard=ALLOW_ALL)
     (pending,) = await seen.collect(SEED_PREFIX)
-    assert pending.routing_key == f"{task_id}.0._._.test-prov.test-worker.sched.{group}.g7.build"
+    assert pending.routing_key == f"{task_id}._._._.test-prov.test-worker.sched.{group}.g7.build"
 
 
 async def test_routing_words_that_would_overflow_the_key_are_left_out(
@@ -119,7 +139,7 @@ async def test_routing_words_that_would_overflow_the_key_are_left_out(
         queue, task_id, definition(clock.now, taskQueueId=long_queue, tags=tags), guard=ALLOW_ALL
     )
     (pending,) = await seen.collect(SEED_PREFIX)
-    assert pending.routing_key == f"{task_id}.0._._.{'p' * 38}.{'w' * 38}.-.{task_id}"
+    assert pending.routing_key == f"{task_id}._._._.{'p' * 38}.{'w' * 38}.-.{task_id}"
     assert "too long" in caplog.text
 
 
@@ -164,7 +184,8 @@ async def test_a_retried_exception_is_announced_by_the_new_runs_pending_only(
         TC_PREFIX + "task-pending",
         SEED_PREFIX + "task-pending",
     ]
-    assert envelopes[2].routing_key.startswith(f"{task_id}.1._._.")
+    assert envelopes[2].routing_key.startswith(f"{task_id}._._._.")
+    assert [r["state"] for r in envelopes[2].body["status"]["runs"]] == ["exception", "pending"]
     # The last retry used up: the exception is final, and task-failed carries it.
     await claims.claim_pending(queue, TQ, ("wg", "w2"), 1)
     await seen.collect()

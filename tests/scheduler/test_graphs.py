@@ -11,7 +11,7 @@ import pytest
 from taskyard.events.memory import MemoryBus
 from taskyard.events.outbox import OutboxRelay
 from taskyard.events.port import Envelope
-from taskyard.model import dates
+from taskyard.model import dates, task_graph
 from taskyard.model.errors import InputError, InsufficientScopes, RequestConflict, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, resolvers, tasks
@@ -347,6 +347,166 @@ async def test_the_label_form_substitutes_task_ids_and_carries_routing(
         "state": "running",
         "routing": "nightly",
     }
+
+
+async def test_every_graph_task_key_has_the_documents_ten_words(
+    scheduler: Scheduler, clock: FakeClock, announced: Announced
+) -> None:
+    """The scheduler document: a graph task's messages have the routing key `task-id`, `run-id`,
+    `worker-group`, `worker-id`, `provisioner-id`, `worker-type`, `schedulerId`, `taskGraphId`,
+    `taskGraph.routing`, `task.routing`; the exchange document: `_` for keys not available."""
+    final, labelled, bare = new_id(), new_id(), new_id()
+    a = new_id()
+    await create(scheduler, final, graph(node(clock, a)))
+    body = {
+        "routing": "nightly",
+        "scopes": GRAPH_SCOPES,
+        "tasks": {
+            "build": {"task": {**definition(clock()), "routing": "b"}},
+            "test": {"task": definition(clock())},
+        },
+    }
+    await graphs.create_task_graph(scheduler, labelled, body, guard=ALLOW_ALL)
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"only": {"task": {**definition(clock()), "routing": "b"}}}}
+    await graphs.create_task_graph(scheduler, bare, body, guard=ALLOW_ALL)
+    ids = {task_graph.task_id_of(labelled, "build"): (labelled, "nightly.b")}
+    ids[task_graph.task_id_of(labelled, "test")] = (labelled, "nightly._")
+    ids[task_graph.task_id_of(bare, "only")] = (bare, "_.b")
+    ids[a] = (final, "_._")
+    for _ in ids:
+        (claim,) = await claims.claim_pending(scheduler.queue, TQ, WORKER, 1)
+        await claims.report(scheduler.queue, claim["status"]["taskId"], 0, "completed", "completed")
+    keys = {
+        e.body["status"]["taskId"]: e.routing_key for e in await announced.collect() if "queue:" in e.exchange
+    }
+    assert keys == {
+        task_id: f"{task_id}.0.wg.w1.test-prov.test-worker.task-graph-scheduler.{gid}.{words}"
+        for task_id, (gid, words) in ids.items()
+    }
+    assert {len(key.split(".")) for key in keys.values()} == {10}
+
+
+async def test_a_label_form_extend_names_the_labels_of_the_graphs_earlier_tasks(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    """The scheduler document's "Add tasks during execution": the tasks added require tasks of the
+    graph ("Scan through required tasks and update dependents accordingly"), which the label form
+    names by label; `$subs` names them too."""
+    gid = new_id()
+    body = {"scopes": GRAPH_SCOPES, "tasks": {"build": {"task": definition(clock())}}}
+    await graphs.create_task_graph(scheduler, gid, body, guard=ALLOW_ALL)
+    build = task_graph.task_id_of(gid, "build")
+    extension = {
+        "tasks": {
+            "build": {"task": definition(clock())},  # given again, the same: accepted
+            "test": {
+                "requires": ["build"],
+                "task": definition(clock(), payload={"from": {"$subs": "taskId:build"}}),
+            },
+        }
+    }
+    await graphs.extend_task_graph(scheduler, gid, extension)
+    test = task_graph.task_id_of(gid, "test")
+    entries = (await graphs.inspect(scheduler, gid))["tasks"]
+    assert [(e["label"], e["requires"]) for e in entries] == [("build", []), ("test", [build])]
+    assert (await tasks.task(queue, test))["payload"] == {"from": build}
+    assert await state(queue, test) == "unscheduled"
+    # A later extend names both earlier labels.
+    later = {"tasks": {"upload": {"requires": ["build", "test"], "task": definition(clock())}}}
+    await graphs.extend_task_graph(scheduler, gid, later)
+    assert (await graphs.inspect_task(scheduler, gid, task_graph.task_id_of(gid, "upload")))["requires"] == [
+        build,
+        test,
+    ]
+    await resolve(scheduler, build)
+    await resolve(scheduler, test)
+    assert await state(queue, task_graph.task_id_of(gid, "upload")) == "pending"
+    with pytest.raises(InputError, match="task x: requires label 'ghost'"):
+        await graphs.extend_task_graph(
+            scheduler, gid, {"tasks": {"x": {"requires": ["ghost"], "task": definition(clock())}}}
+        )
+
+
+async def test_an_empty_extend_changes_nothing_and_answers_the_status(
+    scheduler: Scheduler, clock: FakeClock, announced: Announced
+) -> None:
+    gid, a = new_id(), new_id()
+    await create(scheduler, gid, graph(node(clock, a)))
+    before = await graphs.inspect(scheduler, gid)
+    for empty in ({"tasks": []}, {"tasks": {}}):
+        assert await graphs.extend_task_graph(scheduler, gid, empty) == await graphs.status(scheduler, gid)
+    assert await graphs.inspect(scheduler, gid) == before
+    assert not [e for e in await announced.collect() if e.exchange.endswith("task-graph-extended")]
+    await resolve(scheduler, a)
+    assert await graph_state(scheduler, gid) == "finished"
+    with pytest.raises(RequestConflict, match="is finished"):  # as any extend of a graph not running
+        await graphs.extend_task_graph(scheduler, gid, {"tasks": []})
+    with pytest.raises(ResourceNotFound):
+        await graphs.extend_task_graph(scheduler, new_id(), {"tasks": []})
+
+
+async def test_inspect_gives_each_tasks_deadline_and_resolution(
+    scheduler: Scheduler, queue: Queue, clock: FakeClock
+) -> None:
+    """The scheduler document's task entity: `deadline: Datetime` and
+    `resolution: {resultUrl?, logsUrl?, success, completed} | null`."""
+    scheduler.root_url = "https://tc.example.com"
+    gid, a, b, c, d = new_id(), new_id(), new_id(), new_id(), new_id()
+    await create(scheduler, gid, graph(node(clock, a), node(clock, b), node(clock, c, [a]), node(clock, d)))
+    due = (await tasks.task(queue, a))["deadline"]
+    before = {t["taskId"]: t for t in (await graphs.inspect(scheduler, gid))["tasks"]}
+    assert {t["deadline"] for t in before.values()} == {due}
+    assert {t["resolution"] is None for t in before.values()} == {True}
+    found = {x["status"]["taskId"]: x["runId"] for x in await claims.claim_pending(queue, TQ, WORKER, 3)}
+    assert set(found) == {a, b, d}
+    await claims.report(queue, a, 0, "completed", "completed")
+    await claims.report(queue, b, 0, "failed", "failed")
+    await claims.report(queue, d, 0, "exception", "malformed-payload")
+    runs = "https://tc.example.com/api/queue/v1/task/{}/runs/0/artifacts"
+    entries = {t["taskId"]: t for t in (await graphs.inspect(scheduler, gid))["tasks"]}
+    assert entries[a]["resolution"] == {
+        "success": True,
+        "completed": True,
+        "resultUrl": runs.format(a),
+        "logsUrl": runs.format(a) + "/public/logs/live.log",
+    }
+    assert entries[b]["resolution"] == {
+        "success": False,
+        "completed": True,
+        "resultUrl": runs.format(b),
+        "logsUrl": runs.format(b) + "/public/logs/live.log",
+    }
+    assert entries[d]["resolution"] == {"success": False, "completed": False}
+    assert entries[c]["resolution"] is None and entries[c]["deadline"] == due
+    for task_id, entry in entries.items():
+        assert await graphs.inspect_task(scheduler, gid, task_id) == entry
+
+
+async def test_the_graph_is_announced_running_before_its_first_task_is_pending(
+    scheduler: Scheduler, storage: Storage, clock: FakeClock
+) -> None:
+    """The scheduler document: task-graph-running "occurs when" a task-graph is submitted; a
+    listener hears of the graph before any of its tasks, in either profile."""
+    bus = MemoryBus()
+    relay = OutboxRelay(storage, bus)
+    seen: list[str] = []
+    for exchange in (
+        "exchange/taskcluster-scheduler/v1/task-graph-running",
+        "v1/scheduler:task-graph-running",
+        "exchange/taskcluster-queue/v1/task-pending",
+        "v1/queue:task-pending",
+    ):
+        bus.subscribe(exchange, "#", lambda e: seen.append(e.exchange))
+    await create(scheduler, new_id(), graph(node(clock, new_id()), node(clock, new_id())))
+    while await relay.relay_once():
+        pass
+    await bus.flush()
+    await bus.close()
+    assert seen == [
+        "exchange/taskcluster-scheduler/v1/task-graph-running",
+        "v1/scheduler:task-graph-running",
+        *["exchange/taskcluster-queue/v1/task-pending", "v1/queue:task-pending"] * 2,
+    ]
 
 
 async def test_a_subs_naming_no_label_is_refused(scheduler: Scheduler, clock: FakeClock) -> None:

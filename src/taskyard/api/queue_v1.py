@@ -11,10 +11,11 @@ from typing import NotRequired, TypedDict
 
 from taskyard.api.routing import Body, Call, Route, run_id
 from taskyard.model import paging, schema, task_definition
+from taskyard.model.errors import InputValidationError
 from taskyard.model.identifiers import IDENT, SLUGID
-from taskyard.model.runs import EXCEPTION_REASONS
+from taskyard.model.runs import REPORTED_REASONS, check_exception_reason
 from taskyard.model.scopes import Template
-from taskyard.model.status import STATUS_ANSWER, ExceptionReason, StatusAnswer, TaskStatus
+from taskyard.model.status import STATUS_ANSWER, StatusAnswer, TaskStatus
 from taskyard.model.task_definition import PRIORITIES, Priority, TaskDefinition
 from taskyard.queue import claims, groups, inspect, poll, tasks, workers
 from taskyard.queue.service import Queue, definition_of
@@ -70,11 +71,12 @@ class ClaimWorkRequest(WorkerRequest):
     tasks: NotRequired[int]
 
 
-EXCEPTION = schema.obj({"reason": schema.enum(*EXCEPTION_REASONS)}, required=["reason"], additional=False)
+# The reasons of EXCEPTION_REASONS, and the first protocol's spellings of two of them (model/runs.py).
+EXCEPTION = schema.obj({"reason": schema.enum(*REPORTED_REASONS)}, required=["reason"], additional=False)
 
 
 class ExceptionRequest(TypedDict):
-    reason: ExceptionReason
+    reason: str
 
 
 PRIORITY = schema.obj({"newPriority": schema.enum(*PRIORITIES)}, required=["newPriority"], additional=False)
@@ -196,8 +198,19 @@ async def claim_work(call: Call) -> claims.ClaimWorkAnswer:
     return {"tasks": await claims.claim_work(_q(call), _tq(call), _worker(call), count, gone=call.gone)}
 
 
+# What claimTask quotes of a poll message; all three required under `--claim-messages required`.
+MESSAGE_FIELDS = ("messageId", "receipt", "signature")
+
+
 async def claim_task(call: Call) -> claims.Claim | claims.NoClaim:
     task_id, worker, body = call.params["taskId"], _worker(call), call.body_as(ClaimTaskRequest)
+    missing = [f"body.{name}" for name in MESSAGE_FIELDS if name not in body]
+    if missing and _q(call).config.claim_messages == "required":
+        raise InputValidationError(
+            f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} required: this deployment "
+            "requires claimTask to quote the poll message it claims from (messageId, receipt and "
+            "signature, from pollTaskUrls' queues; --claim-messages required)"
+        )
     message = poll.MessageProof(body.get("messageId"), body.get("receipt"), body.get("signature"))
     return await claims.claim_task(
         _q(call), task_id, run_id(call), worker, guard=call.authorize, message=message
@@ -221,7 +234,7 @@ async def report_failed(call: Call) -> StatusAnswer:
 
 
 async def report_exception(call: Call) -> StatusAnswer:
-    reason = call.body_as(ExceptionRequest)["reason"]
+    reason = check_exception_reason(call.body_as(ExceptionRequest)["reason"])
     return await claims.report(_q(call), call.params["taskId"], run_id(call), "exception", reason)
 
 

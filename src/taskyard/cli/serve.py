@@ -124,7 +124,9 @@ async def running(
         await queue.start()
         if backfilled := await poll.backfill_messages(queue):
             log.info("gave %d pending run(s) of an older database their poll messages", backfilled)
-        scheduler = Scheduler(queue, expand=auth.expand, scheduler_id=config.scheduler_id)
+        scheduler = Scheduler(
+            queue, expand=auth.expand, scheduler_id=config.scheduler_id, root_url=config.root_url
+        )
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
         hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus)

@@ -38,6 +38,7 @@ DATABASE = ("migrate", "backup", "restore")
 CLIENTS = "client commands"  # the commands that call a deployment's API (`client`, `task`, ...)
 MAX_PROCESSES = 64
 PROTOCOLS = ("claim-work", "poll")
+CLAIM_MESSAGES = ("optional", "required")
 # Config fields that no option sets: fixed today (docs/operations.md, "Fixed today"), or set by
 # the command itself (the connection's fields of a worker).
 NOT_OPTIONS = {
@@ -181,6 +182,12 @@ def root_url(values: Mapping[str, Any]) -> str:
     return str(values["public_url"]).rstrip("/") or f"http://{values['host']}:{values['port']}"
 
 
+def _one_of(value: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise ValueError(f"must be one of: {', '.join(choices)}")
+    return value
+
+
 def _processes(value: int, values: Mapping[str, Any]) -> int:
     if not 1 <= value <= MAX_PROCESSES:
         raise ValueError(f"must be between 1 and {MAX_PROCESSES}")
@@ -303,6 +310,17 @@ OPTIONS: tuple[Option, ...] = (
         type=int,
         check=at_least(1, "must be at least 1 second"),
         doc="seconds a claim lasts before it must be reclaimed (whole seconds, at least 1)",
+    ),
+    Option(
+        "--claim-messages",
+        "whether claimTask must quote its poll message: optional, or required",
+        SERVERS,
+        "QueueConfig.claim_messages",
+        check=lambda value, values: _one_of(value, CLAIM_MESSAGES),
+        doc="whether claimTask must quote the poll message it claims from (`messageId`, `receipt` and "
+        "`signature`; [poll.md](poll.md#claimtask-with-a-message)): `optional`, or `required` (a claimTask "
+        "without all three is 400, as the first poll protocol meant to have it once every worker quotes "
+        "its messages; claimWork, which has no message, is not concerned)",
     ),
     Option(
         "--deadline-delay",

@@ -11,7 +11,8 @@ exchange the queue has, its routing keys, bodies and `route.<r>` CCs.
 
 `seed`: four exchanges, `v1/queue:task-pending`, `-running`, `-completed` and `-failed`, with
 routing keys `<taskId>.<runId>.<workerGroup>.<workerId>.<provisionerId>.<workerType>.<routing>`
-(`_` for what a message lacks) and bodies `{"version": "0.2.0", "status": ...}` plus, by
+(`_` for what a message lacks: task-pending's run id and worker, the worker of a task-failed that
+no worker ran) and bodies `{"version": "0.2.0", "status": ...}` plus, by
 exchange, `run_id`, `worker_group`, `worker_id`, `logs` (the run's live log URL) and `result`
 (the URL of the run's artifact list). `<routing>` is `<schedulerId>.<taskGroupId>`, then the
 words of the task's `taskyard:routing` tag, if it has one: a scheduler that tags its tasks
@@ -153,7 +154,10 @@ class Profiles:
             body["logs"] = f"{run_url}/public/logs/live.log"
         if "result" in fields:
             body["result"] = run_url
-        key = seed_routing_key(status, run_id, worker, source.get("task", {}).get("tags", {}))
+        # task-pending's key has `_` for the run id, as the exchange document's own example says
+        # ("for example run_id for a task_pending message"); the body's status names the run.
+        key_run = None if target == "task-pending" else run_id
+        key = seed_routing_key(status, key_run, worker, source.get("task", {}).get("tags", {}))
         return [Envelope(SEED_PREFIX + target, key, body)]
 
 

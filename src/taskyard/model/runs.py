@@ -22,6 +22,7 @@ from taskyard.model import dates
 from taskyard.model.errors import InputError, RequestConflict
 from taskyard.model.messages import Message, task_message
 from taskyard.model.status import (
+    REASON_ALIASES,
     ExceptionReason,
     ReasonCreated,
     ReasonResolved,
@@ -35,6 +36,12 @@ from taskyard.model.types import Millis
 
 RESOLVED: tuple[ResolvedState, ...] = get_args(ResolvedState)
 EXCEPTION_REASONS: tuple[ExceptionReason, ...] = get_args(ExceptionReason)
+# The first protocol's spellings reportException also takes: `resources-unavailable` for
+# resource-unavailable, and `claim-timeout`, a worker giving up a claim it can no longer keep,
+# recorded as the queue records an expired claim (claim-expired, retried while retries last).
+REPORT_ALIASES = ("resources-unavailable", "claim-timeout")
+# Every reason reportException accepts.
+REPORTED_REASONS: tuple[str, ...] = (*EXCEPTION_REASONS, *REPORT_ALIASES)
 # Exception reasons that give the task another run while it has retries left.
 RETRY_REASONS: dict[ReasonResolved, ReasonCreated] = {
     "worker-shutdown": "retry",
@@ -306,9 +313,12 @@ def rerun(rec: TaskRecord, now: Millis) -> Change:
     return _add_pending_run(new, "rerun", now)
 
 
-def check_exception_reason(reason: object) -> ExceptionReason:
-    """The reasons a worker may give reportException."""
+def check_exception_reason(reason: object) -> ReasonResolved:
+    """The reason reportException records for `reason`: one of EXCEPTION_REASONS, or an alias of
+    REPORT_ALIASES in today's spelling; InputError for anything else."""
+    if isinstance(reason, str) and reason in REPORT_ALIASES:
+        return REASON_ALIASES[reason]
     for known in EXCEPTION_REASONS:
         if reason == known:
             return known
-    raise InputError(f"reason must be one of: {', '.join(EXCEPTION_REASONS)} (got {reason!r})")
+    raise InputError(f"reason must be one of: {', '.join(REPORTED_REASONS)} (got {reason!r})")

@@ -28,6 +28,12 @@ ExceptionReason = Literal[
 ReasonResolved = Literal[
     "completed", "failed", "canceled", "deadline-exceeded", "claim-expired", ExceptionReason
 ]
+# The first protocol's spellings of two reasons, accepted on input as today's (docs/protocol.md,
+# Where taskyard differs from the design documents); answers always use today's.
+REASON_ALIASES: dict[str, ReasonResolved] = {
+    "resources-unavailable": "resource-unavailable",
+    "claim-timeout": "claim-expired",
+}
 
 
 class RunStatus(TypedDict):

@@ -95,21 +95,33 @@ class Graph:
     routing: str = ""
 
 
-def parse(graph_id: str, body: object, *, extend: bool = False) -> Graph:
-    """The request in one shape, its schema checked (InputValidationError naming the field)."""
-    tasks = body.get("tasks") if isinstance(body, dict) else None
-    labelled = isinstance(tasks, dict)
-    if extend:
-        schema.validate(EXTEND_LABELLED if labelled else EXTEND, body, where="body")
-    else:
-        schema.validate(LABELLED if labelled else FINAL, body, where="body")
+def parse(
+    graph_id: str,
+    body: object,
+    *,
+    extend: bool = False,
+    earlier: Mapping[str, str] | None = None,
+    checked: bool = False,
+) -> Graph:
+    """The request in one shape, its schema checked (InputValidationError naming the field).
+
+    For extendTaskGraph (`extend`), `earlier` maps the labels of the graph's tasks so far to their
+    taskIds: the label form's `requires` and `$subs` may name them, and an extend may hold no task
+    at all (it then changes nothing). `checked`: `check_shape` has checked it already."""
+    labelled = isinstance(body, dict) and isinstance(body.get("tasks"), dict)
+    if not checked:
+        check_shape(body, extend=extend)
     assert isinstance(body, dict)
-    if not body["tasks"]:
+    if not body["tasks"] and not extend:
         raise InputError("body.tasks must hold at least one task")
     if len(body["tasks"]) > MAX_TASKS:
         raise InputError(f"body.tasks may hold at most {MAX_TASKS} tasks")
     graph = Graph(
-        nodes=_labelled_nodes(graph_id, body["tasks"]) if labelled else _final_nodes(body["tasks"]),
+        nodes=(
+            _labelled_nodes(graph_id, body["tasks"], earlier or {})
+            if labelled
+            else _final_nodes(body["tasks"])
+        ),
         scopes=list(body.get("scopes", [])),
         routes=list(body.get("routes", [])),
         metadata=dict(body.get("metadata", DEFAULT_METADATA)),
@@ -117,6 +129,18 @@ def parse(graph_id: str, body: object, *, extend: bool = False) -> Graph:
         routing=str(body.get("routing", "")),
     )
     return graph
+
+
+def check_shape(body: object, *, extend: bool = False) -> bool:
+    """Check `body` against its form's schema (InputValidationError naming the field); whether it
+    is in the label form."""
+    tasks = body.get("tasks") if isinstance(body, dict) else None
+    labelled = isinstance(tasks, dict)
+    if extend:
+        schema.validate(EXTEND_LABELLED if labelled else EXTEND, body, where="body")
+    else:
+        schema.validate(LABELLED if labelled else FINAL, body, where="body")
+    return labelled
 
 
 def _final_nodes(items: list[LooseJSON]) -> list[Node]:
@@ -137,8 +161,10 @@ def task_id_of(graph_id: str, label: str) -> str:
     return slugid.derived(f"taskyard-task-graph/{graph_id}/{label}")
 
 
-def _labelled_nodes(graph_id: str, items: Mapping[str, LooseJSON]) -> list[Node]:
-    ids = {label: task_id_of(graph_id, label) for label in items}
+def _labelled_nodes(graph_id: str, items: Mapping[str, LooseJSON], earlier: Mapping[str, str]) -> list[Node]:
+    """`earlier`: the labels of the graph's tasks before this request, with their taskIds. A label
+    of `items` that is one of them is that task, given again."""
+    ids = {**earlier, **{label: earlier.get(label) or task_id_of(graph_id, label) for label in items}}
     problems: list[str] = []
     nodes = []
     for label, item in items.items():
@@ -232,11 +258,13 @@ def _fill(node: Node, graph: Graph, graph_id: str, scheduler_id: str) -> None:
         task["dependencies"] = list(dict.fromkeys([*deps, *node.requires]))
     elif node.requires:
         task["dependencies"] = list(node.requires)
+    # Every task of a graph, in either form, is keyed `<graph routing>.<task routing>` after its
+    # schedulerId and graph id, `_` for an empty part: its queue events' seed keys all have the
+    # same number of words, so `...<taskGraphId>.<graph routing>.*` sees each of them.
     routing = task.pop("routing", "")
-    if node.label is not None or graph.routing or routing:
-        tags = task.get("tags") if isinstance(task.get("tags"), dict) else None
-        words = ".".join([graph.routing or "_", *([str(routing)] if routing else [])])
-        task["tags"] = {**(tags or {}), ROUTING_TAG: words}
+    tags = task.get("tags") if isinstance(task.get("tags"), dict) else None
+    words = f"{graph.routing or '_'}.{routing or '_'}"
+    task["tags"] = {**(tags or {}), ROUTING_TAG: words}
 
 
 def cycles(nodes: list[Node]) -> list[str]:

@@ -159,10 +159,12 @@ async def _insert_tx(
         created=s.clock(),
         expires=_latest_expiry(definitions.values()),
     )
-    await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
+    # The graph is announced running before its tasks' own events (their task-pending first of
+    # all): a listener hears of the graph before any of its tasks.
     status = task_graph.status(graph_id, s.scheduler_id, "running", graph.routing)
     message = graph_message("task-graph-running", status, graph.routes)
     await queue_service.publish_tx(s.queue, tx, [message])
+    await _add_tasks_tx(s, tx, graph_id, graph.nodes, definitions, first_position=0)
     return {"status": status}
 
 
@@ -198,11 +200,16 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
     """Add tasks to a running graph; a task already in it must be given the same again.
 
     Tasks may require tasks already in the graph, including completed ones (they are scheduled at
-    once). 409 unless the graph is running.
+    once); in the label form, by their labels. 409 unless the graph is running. An extend with no
+    task changes nothing and answers the running graph's status.
     """
-    graph = task_graph.parse(check_graph_id(graph_id), body, extend=True)
-    row, known = await _graph_and_ids(s, graph_id)
+    check_graph_id(graph_id)
+    task_graph.check_shape(body, extend=True)  # a malformed body is 400 before an unknown graph's 404
+    row, known, labels = await _graph_and_ids(s, graph_id)
+    graph = task_graph.parse(graph_id, body, extend=True, earlier=labels, checked=True)
     _check_running(row)
+    if not graph.nodes:
+        return {"status": status_of(row)}  # nothing to add: the graph as it is, no event
     graph.routing = row["routing"]
     task_graph.refuse(task_graph.prepare(graph, graph_id, scheduler_id=s.scheduler_id, known=known))
     new = [n for n in graph.nodes if n.task_id not in known]
@@ -222,13 +229,15 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
     return {"status": status}
 
 
-async def _graph_and_ids(s: Scheduler, graph_id: str) -> tuple[Row, set[str]]:
+async def _graph_and_ids(s: Scheduler, graph_id: str) -> tuple[Row, set[str], dict[str, str]]:
+    """The graph's row, its tasks' taskIds, and the taskId of each label its tasks have."""
     async with s.storage.reader() as session:
         row = await session.fetchrow("get_task_graph", graph_id)
         if row is None:
             raise ResourceNotFound(f"task-graph not found! (no task graph {graph_id})")
-        ids = {r["task_id"] for r in await session.fetch("task_graph_task_ids", graph_id)}
-    return row, ids
+        rows = await session.fetch("task_graph_task_ids", graph_id)
+    labels = {r["label"]: r["task_id"] for r in rows if r["label"] is not None}
+    return row, {r["task_id"] for r in rows}, labels
 
 
 def _check_running(row: Row) -> None:
@@ -292,7 +301,7 @@ async def inspect(s: Scheduler, graph_id: str) -> GraphInspection:
     row = await _load(s, graph_id)
     async with s.storage.reader() as session:
         rows = await session.fetch("task_graph_tasks", graph_id)
-    entries = _entries(rows)
+    entries = _entries(rows, s.root_url)
     return {
         "status": status_of(row),
         "tasks": entries,
@@ -307,7 +316,7 @@ async def inspect_task(s: Scheduler, graph_id: str, task_id: str) -> LooseJSON:
     tasks.check_task_id(task_id)
     async with s.storage.reader() as session:
         rows = await session.fetch("task_graph_tasks", graph_id)
-    for entry in _entries(rows):
+    for entry in _entries(rows, s.root_url):
         if entry["taskId"] == task_id:
             return entry
     raise ResourceNotFound(f"task {task_id} is not in task graph {graph_id}")
@@ -317,7 +326,7 @@ async def inspect_task(s: Scheduler, graph_id: str, task_id: str) -> LooseJSON:
 _STATES = {"unscheduled": "unscheduled", "pending": "scheduled", "running": "scheduled"}
 
 
-def _entries(rows: list[Row]) -> list[LooseJSON]:
+def _entries(rows: list[Row], root_url: str) -> list[LooseJSON]:
     states = {r["task_id"]: _STATES.get(r["state"], r["state"] or "unscheduled") for r in rows}
     dependents: dict[str, list[str]] = {r["task_id"]: [] for r in rows}
     requires = {r["task_id"]: orjson.loads(r["requires"]) for r in rows}
@@ -338,8 +347,27 @@ def _entries(rows: list[Row]) -> list[LooseJSON]:
             "state": states[task_id],
             "satisfied": states[task_id] == "completed",
             "dependents": dependents[task_id],
+            "deadline": definition.get("deadline"),
+            "resolution": _resolution(
+                task_id, states[task_id], orjson.loads(r["runs"]) if r["runs"] else [], root_url
+            ),
         }
         if r["label"] is not None:
             entry["label"] = r["label"]
         entries.append(entry)
     return entries
+
+
+def _resolution(task_id: str, state: str, runs: list[LooseJSON], root_url: str) -> LooseJSON | None:
+    """How the task was resolved, as the scheduler document's task entity keeps it: None until it
+    is; `success` when it completed; `completed` when a worker ran its last run to the end
+    (completed or failed, not an exception), with the URLs of that run's artifacts (`resultUrl`)
+    and log (`logsUrl`)."""
+    if state not in ("completed", "failed", "exception") or not runs:
+        return None
+    resolution: LooseJSON = {"success": state == "completed", "completed": state != "exception"}
+    if state != "exception":
+        run_url = f"{root_url}/api/queue/v1/task/{task_id}/runs/{len(runs) - 1}/artifacts"
+        resolution["resultUrl"] = run_url
+        resolution["logsUrl"] = f"{run_url}/public/logs/live.log"
+    return resolution

@@ -15,8 +15,9 @@ Expand = Callable[[Iterable[str]], Awaitable[list[str]]]
 
 class Scheduler:
     """Everything the scheduler's operations share: the queue (its storage, clock and events),
-    the scheduler's id, how to role-expand a graph's scopes (`expand`), and how often to sweep
-    for resolutions no event told of.
+    the scheduler's id, how to role-expand a graph's scopes (`expand`), how often to sweep for
+    resolutions no event told of, and the deployment's root URL (the URLs of an inspected task's
+    resolution start with it; "" makes them paths).
     """
 
     def __init__(
@@ -26,6 +27,7 @@ class Scheduler:
         expand: Expand,
         scheduler_id: str = DEFAULT_SCHEDULER_ID,
         sweep_interval: float = 5.0,
+        root_url: str = "",
     ) -> None:
         self.queue = queue
         self.storage = queue.storage
@@ -33,6 +35,7 @@ class Scheduler:
         self.expand = expand
         self.scheduler_id = scheduler_id
         self.sweep_interval = sweep_interval
+        self.root_url = root_url.rstrip("/")
 
 
 def status_of(row: Row) -> LooseJSON:

@@ -3,7 +3,11 @@
 Every call made for the run uses the temporary credentials of its claim, renewed by reclaimTask
 halfway to takenUntil, whatever the claim timeout. If a reclaim fails, or the worker learns the
 task was cancelled, the commands are killed at once and the run is not reported: the queue has
-already settled it. The report always comes last, after the artifacts and the log are uploaded.
+already settled it. A completed or failed run is reported last, after the artifacts and the log
+are uploaded (the queue takes none after). A run that ends in an internal error (internal-error,
+resource-unavailable) is reported exception first and its log uploaded after, which the queue
+allows for a while: a worker in trouble resolves the run before anything else can go wrong, and a
+slow upload does not hold back the retry.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ _PRIVATE_ENV = (
 # TASKCLUSTER_WORKER_LOCATION as worker-runner's static provider describes a worker on its own host.
 WORKER_LOCATION = '{"cloud":"static"}'
 MAX_DOWNLOAD = 4 * 1024**3  # bytes one mount's content may have
+# Exception reasons of the worker's own trouble: such a run is reported before its log is uploaded.
+INTERNAL_ERRORS = ("internal-error", "resource-unavailable")
 # The writable caches of each work directory: shared by its runs, one borrower per cache at a time.
 _CACHES: dict[Path, mounting.Caches] = {}
 
@@ -69,6 +75,9 @@ class TaskRun:
         self.client = client
         self.abort = Abort()
         self.last_result: Result | None = None  # how the commands ended, for purgeCaches
+        self._reclaimer: asyncio.Task[None] | None = None
+        self._reported: Outcome | None = None  # set once the run is reported (early, or last)
+        self._report_done = False
         self.started = time.monotonic()
         base = Path(config.work_dir)
         self.name = f"{self.task_id}-{self.run_id}"
@@ -85,6 +94,7 @@ class TaskRun:
         """Run the task and report it; the outcome reported (None: not ours to report). Its files
         stay until `clean_up`."""
         reclaimer = asyncio.create_task(self._reclaim_forever(), name=f"reclaim {self}")
+        self._reclaimer = reclaimer
         try:
             try:
                 self._make_dirs()
@@ -135,6 +145,9 @@ class TaskRun:
                     self._unmount(spec, mounter, outcome)
             outcome = self._settle(outcome, tasklog)
             await tasklog.close()
+            if outcome is not None and outcome.state == "exception" and outcome.reason in INTERNAL_ERRORS:
+                assert self._reclaimer is not None
+                await self._report(outcome, self._reclaimer)  # first; the log is uploaded after
             create = announced.create if announced is not None else self._create_artifact
             problem = await self._upload_log(spec, backing, create)
         finally:
@@ -341,6 +354,8 @@ class TaskRun:
         problem = await uploads.upload_one(item, create, self.client.upload, self.scratch, link)
         if problem is not None:
             log.warning("%s: %s", self, problem.message)
+        else:
+            log.debug("%s: uploaded the task log %s", self, item.name)
         return problem
 
     # Claim and report ----------------------------------------------------------------------
@@ -359,9 +374,18 @@ class TaskRun:
             self.creds = Credentials.from_claim(answer["credentials"])
 
     async def _report(self, outcome: Outcome | None, reclaimer: asyncio.Task[None]) -> Outcome | None:
+        """Report `outcome` (None: not ours to report); once only, the first outcome standing (an
+        internal error reported before the log's upload stays what the run reported)."""
+        if self._report_done:
+            return self._reported
+        self._report_done = True
         reclaimer.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reclaimer
+        self._reported = await self._send_report(outcome)
+        return self._reported
+
+    async def _send_report(self, outcome: Outcome | None) -> Outcome | None:
         if outcome is None:
             log.info("%s: not reported (%s)", self, self.abort.reason)
             return None

@@ -560,15 +560,16 @@ SELECT * FROM task_graphs WHERE task_graph_id = $1
 SELECT * FROM task_graphs WHERE task_graph_id = $1 {{for_update}}
 
 -- name: task_graph_tasks
--- A graph's tasks with their queue state and definition, in the order they were given.
-SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+-- A graph's tasks with their queue state, definition and runs, in the order they were given.
+SELECT g.*, t.state, t.definition, t.runs FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
  WHERE g.task_graph_id = $1 ORDER BY g.position
 
 -- name: task_graph_task_ids
-SELECT task_id FROM task_graph_tasks WHERE task_graph_id = $1
+-- A graph's taskIds, with the label of each that has one (extendTaskGraph's label form names them).
+SELECT task_id, label FROM task_graph_tasks WHERE task_graph_id = $1
 
 -- name: task_graph_task
-SELECT g.*, t.state, t.definition FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
+SELECT g.*, t.state, t.definition, t.runs FROM task_graph_tasks g LEFT JOIN tasks t ON t.task_id = g.task_id
  WHERE g.task_graph_id = $1 AND g.task_id = $2
 
 -- name: graph_of_task
