@@ -371,3 +371,43 @@ def test_a_notification_is_sent_once_after_a_kill_9_before_sending(
             second.stop()
     finally:
         controller.stop()
+
+
+def test_a_pools_owner_hears_of_its_errors_when_it_asks(server: Server, inbox: tuple[Inbox, int], tq: str) -> None:
+    box, _ = inbox
+    wm = taskcluster.WorkerManager(server.options())
+    owner, quiet = address(), address()
+    for pool, to, asks in ((tq, owner, True), (tq + "-quiet", quiet, False)):
+        body = {"providerId": "static", "description": "-", "config": {}, "owner": to, "emailOnError": asks}
+        wm.createWorkerPool(pool, body)
+        report = {"workerGroup": "rack", "workerId": "w1", "kind": "disk-full", "title": "no room"}
+        wm.reportWorkerError(pool, {**report, "description": "/ is full", "extra": {}})
+    (sent,) = wait_for(lambda: box.to(owner), what="the pool error's mail")
+    assert sent["Subject"] == f"Worker pool {tq}: no room"
+    assert "/ is full" in sent.get_content() and "rack/w1" in sent.get_content()
+    time.sleep(0.5)
+    assert box.to(quiet) == []
+
+
+def test_a_hooks_owner_hears_of_a_scheduled_fire_that_failed(
+    server: Server, inbox: tuple[Inbox, int], tq: str
+) -> None:
+    box, _ = inbox
+    hooks = taskcluster.Hooks(server.options())
+    owner, quiet = address(), address()
+    task = {
+        "taskQueueId": tq,
+        "payload": {},
+        "metadata": {"name": "n", "description": "d", "owner": "o@example.test", "source": "https://x.test"},
+    }
+    group = f"mail-{slug().lower().replace('_', 'x')[:10]}"
+    for hook, to, asks in (("asks", owner, True), ("quiet", quiet, False)):
+        metadata = {"name": hook, "description": "-", "owner": to, "emailOnError": asks}
+        # Every second, and its role holds nothing: each fire fails.
+        hooks.createHook(group, hook, {"metadata": metadata, "schedule": ["* * * * * *"], "task": task})
+    sent = wait_for(lambda: box.to(owner), what="the failed fire's mail", timeout=30)
+    assert sent[0]["Subject"] == f"Hook {group}/asks failed to create a task"
+    assert "does not have sufficient scopes" in sent[0].get_content()
+    hooks.removeHook(group, "asks")
+    hooks.removeHook(group, "quiet")
+    assert box.to(quiet) == []

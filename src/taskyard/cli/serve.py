@@ -46,8 +46,10 @@ from taskyard.hooks import firing as hook_firing
 from taskyard.hooks.service import Hooks
 from taskyard.index import indexing
 from taskyard.lockfile import Lock
-from taskyard.model.errors import ConfigError
-from taskyard.notify import deliveries, mail
+from taskyard.model.errors import ConfigError, TaskyardError
+from taskyard.model.notify_routes import Email
+from taskyard.model.owner_mail import OwnerMail
+from taskyard.notify import deliveries, mail, sending
 from taskyard.notify.service import Notify
 from taskyard.pools import own, provisioner
 from taskyard.pools.local import LocalProvider
@@ -129,8 +131,12 @@ async def running(
         )
         unsubscribe = reactions.subscribe(scheduler, bus, config.event_profiles)
         secrets = Secrets(storage, secret_key=config.secret_key, old_secret_key=config.old_secret_key)
-        hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus)
-        worker_manager = _worker_manager(config, queue, keep_fds)
+        notifier = Notify(
+            queue, mail.parse_url(config.smtp_url) if config.smtp_url else None, ui_url=config.root_url
+        )
+        owner_mail = OwnerMailer(notifier)
+        hooks = Hooks(queue, expand=auth.expand, sealer=secrets.sealer, bus=bus, mail=owner_mail)
+        worker_manager = _worker_manager(config, queue, keep_fds, owner_mail)
         await worker_manager.start()
         if own_pool is not None:
             await own.ensure(worker_manager, own_pool)
@@ -143,9 +149,7 @@ async def running(
             root_url=config.root_url,
             blob_origin=config.blob_origin or None,
             events=feed,
-            notifier=Notify(
-                queue, mail.parse_url(config.smtp_url) if config.smtp_url else None, ui_url=config.root_url
-            ),
+            notifier=notifier,
             limits=Limits(
                 config.max_in_flight,
                 config.max_long_polls,
@@ -201,7 +205,33 @@ async def running(
         yield Deployment(app, queue.live_log_followers, feed, worker_manager)
 
 
-def _worker_manager(config: ServerConfig, queue: Queue, keep_fds: tuple[int, ...]) -> WorkerManager:
+class OwnerMailer:
+    """Mail to a hook's or a pool's owner about an error, sent in the background through the notify
+    service (as its `email` call sends: the denylist, the rate limit and duplicates hold); without
+    an SMTP server, a log line says what was not sent."""
+
+    def __init__(self, notifier: Notify) -> None:
+        self._notifier = notifier
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def __call__(self, address: str, subject: str, content: str) -> None:
+        if self._notifier.smtp is None:
+            log.info("no mail to %s (%s): no --smtp-url", address, subject)
+            return
+        task = asyncio.create_task(self._send(address, subject, content))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, address: str, subject: str, content: str) -> None:
+        try:
+            await sending.email(self._notifier, address, Email(subject, content, None))
+        except TaskyardError as exc:
+            log.warning("mail to %s (%s) not sent: %s", address, subject, exc.message)
+
+
+def _worker_manager(
+    config: ServerConfig, queue: Queue, keep_fds: tuple[int, ...], owner_mail: OwnerMail
+) -> WorkerManager:
     """The worker-manager with its providers: static, local (workers on this machine) and null."""
     local = LocalProvider(
         root_url=config.root_url,
@@ -219,7 +249,7 @@ def _worker_manager(config: ServerConfig, queue: Queue, keep_fds: tuple[int, ...
         static.WORKER_MANAGER_CLIENT_ID,
         static.derived_token(config.root_access_token, static.WORKER_MANAGER_CLIENT_ID),
     )
-    return WorkerManager(queue, providers=providers, issuer=issuer)
+    return WorkerManager(queue, providers=providers, issuer=issuer, mail=owner_mail)
 
 
 def _hook_loops(hooks: Hooks, expiry_interval: float) -> list[asyncio.Task[None]]:

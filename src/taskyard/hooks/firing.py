@@ -17,7 +17,6 @@ while no scheduler ran collapse into one fire: the next time is computed from no
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Literal, TypedDict
 
@@ -182,6 +181,22 @@ async def _create_and_record(
                 raise InputError(f"While calling createTask: task {task_id} could not be created") from None
 
 
+def mail_owner(h: Hooks, stored: Stored, fired_by: str, error: str) -> None:
+    """Tell the hook's owner that a fire no caller hears of (a schedule's, an event's) failed, if
+    the hook asks for it (`metadata.emailOnError`, true by default)."""
+    metadata = stored["definition"]["metadata"]
+    if not metadata.get("emailOnError", True):
+        return
+    group, hook = stored["definition"]["hookGroupId"], stored["definition"]["hookId"]
+    subject = f"Hook {group}/{hook} failed to create a task"
+    content = (
+        f"The hook `{group}/{hook}` fired ({fired_by}) and failed to create its task:\n\n"
+        f"```\n{error[:4000]}\n```\n\nIts last fires are in `listLastFires`. This mail is sent "
+        "because the hook's `metadata.emailOnError` is true."
+    )
+    h.mail(metadata["owner"], subject, content)
+
+
 def _answer_for(exc: TaskyardError) -> TaskyardError:
     """What a trigger answers for a fire that failed, as TaskCluster words it: the role's refusal
     as a 403, a rendering error as it is, anything else the queue said as a 400 naming createTask."""
@@ -256,8 +271,10 @@ async def fire_message(h: Hooks, group: str, hook: str, payload: JSONValue) -> N
         log.debug("hook %s/%s: event dropped, its body breaks triggerSchema: %s", group, hook, exc.message)
         return
     context: JSONObject = {"firedBy": "pulseMessage", "payload": payload}
-    with contextlib.suppress(InputError, InsufficientScopes):  # recorded in lastFires
+    try:
         await fire(h, stored, "pulseMessage", context, task_id=slugid.nice(), now=h.clock())
+    except (InputError, InsufficientScopes) as exc:  # recorded in lastFires
+        mail_owner(h, stored, "pulseMessage", exc.message)
 
 
 async def fire_due(h: Hooks) -> int:
@@ -310,6 +327,7 @@ async def _fire_chunk(h: Hooks, chunk: list[Stored]) -> None:
         except TaskyardError as exc:
             log.info("hook %s/%s: scheduled fire failed: %s", group, hook, exc.message)
             await _advance(h, group, hook, step, (task_id, due, _error_text(exc)))
+            mail_owner(h, stored, "schedule", exc.message)
             continue
         ready.append(
             {

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 
 from taskyard.events.port import EventBus
+from taskyard.model.owner_mail import OwnerMail, no_mail
 from taskyard.queue.service import Queue
 from taskyard.secrets.crypto import Sealer
 
@@ -32,6 +33,7 @@ class Hooks:
         sealer: Sealer,
         bus: EventBus | None = None,
         tick: float = 0.5,
+        mail: OwnerMail = no_mail,
     ) -> None:
         self.queue = queue
         self.storage = queue.storage
@@ -40,6 +42,7 @@ class Hooks:
         self.sealer = sealer
         self.bus = bus
         self.tick = tick
+        self.mail = mail  # to a hook's owner when a fire no caller hears of fails (emailOnError)
         self.changed = asyncio.Event()
         self.bindings_changed = asyncio.Event()
         # The bindings consumed now, by hook: (its bindings, the function that stops consuming).

@@ -60,7 +60,8 @@ async def record(wm: WorkerManager, pool_id: str, report: ErrorReport, *, provid
     now: Millis = wm.clock()
     error_id = slugid.nice()
     async with wm.storage.transaction() as tx:
-        if await pools.load(tx, pool_id) is None:
+        pool = await pools.load(tx, pool_id)
+        if pool is None:
             raise ResourceNotFound(f"Worker pool {pool_id} does not exist")
         await tx.execute(
             "insert_pool_error",
@@ -90,6 +91,14 @@ async def record(wm: WorkerManager, pool_id: str, report: ErrorReport, *, provid
         await queue_service.publish_tx(wm.queue, tx, [Message("worker-pool-error", key, body)])
         row = present(await tx.fetchrow("list_pool_errors", pool_id, error_id, now + 1, "", 1))
     log.warning("worker pool %s: %s (%s)", pool_id, report["title"], report["kind"])
+    if pool.email_on_error:
+        who = f" (worker {report['workerGroup']}/{report['workerId']})" if report["workerGroup"] else ""
+        content = (
+            f"Worker pool `{pool_id}` reported an error{who}:\n\n**{report['title']}** "
+            f"(`{report['kind']}`)\n\n{report['description'][:4000]}\n\nThe pool's errors are in "
+            "`listWorkerPoolErrors`. This mail is sent because the pool's `emailOnError` is true."
+        )
+        wm.mail(pool.owner, f"Worker pool {pool_id}: {report['title']}", content)
     return shown(row)
 
 

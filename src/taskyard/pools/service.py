@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import NotRequired, TypedDict
 
+from taskyard.model.owner_mail import OwnerMail, no_mail
 from taskyard.model.types import JSONObject
 from taskyard.pools.port import Provider
 from taskyard.queue.service import Queue
@@ -89,12 +90,14 @@ class WorkerManager:
         *,
         providers: dict[str, Provider],
         issuer: tuple[str, str],
+        mail: OwnerMail = no_mail,
     ) -> None:
         self.queue = queue
         self.storage = queue.storage
         self.clock = queue.clock
         self.providers = providers
         self.issuer = issuer
+        self.mail = mail  # to a pool's owner about its errors (emailOnError)
         self.changed = asyncio.Event()
         self.dirty = True  # a pool or worker changed: the provisioner reads every pool again
         self.pending: set[str] = set()

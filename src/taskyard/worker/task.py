@@ -29,7 +29,6 @@ from taskyard.worker import mounts as mounting
 from taskyard.worker import payload as payloads
 from taskyard.worker import uploads
 from taskyard.worker.client import Credentials, QueueClient
-from taskyard.worker.proxy import TaskProxy, authorized_scopes
 from taskyard.worker.runner import Abort, Result, run_commands
 from taskyard.worker.tasklog import TaskLog
 
@@ -270,6 +269,10 @@ class TaskRun:
     async def _run_commands(self, spec: payloads.Payload, tasklog: TaskLog) -> Outcome | None:
         proxy = None
         if spec.taskcluster_proxy:
+            # Imported here: aiohttp's server costs a worker's every start 20 ms of CPU, and
+            # most tasks don't ask for the proxy.
+            from taskyard.worker.proxy import TaskProxy, authorized_scopes
+
             scopes = authorized_scopes(self.task_id, self.run_id, self.definition)
             proxy = TaskProxy(self.config.root_url, lambda: self.creds, scopes)
         try:

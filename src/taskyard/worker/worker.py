@@ -34,16 +34,18 @@ import signal
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from taskyard.config import WorkerConfig
 from taskyard.lockfile import acquire
 from taskyard.model.client_errors import Refused
-from taskyard.worker.cancellations import CancellationListener
 from taskyard.worker.client import Credentials, QueueClient
 from taskyard.worker.poll import Poller
 from taskyard.worker.registration import Registered, keep_registered
 from taskyard.worker.task import CANCELED, SHUTDOWN, TaskRun
+
+if TYPE_CHECKING:
+    from taskyard.worker.cancellations import CancellationListener
 
 log = logging.getLogger(__name__)
 EXIT_DONE = 0
@@ -89,6 +91,10 @@ class Worker:
         self.cancellations: CancellationListener | None = None
         self.refused = ""  # why the worker stopped claiming, when the queue refused its credentials
         if config.events.startswith(("amqp://", "amqps://")):
+            # Imported here: aio_pika costs a worker's every start 50 ms of CPU, and only a
+            # worker told of a broker needs it.
+            from taskyard.worker.cancellations import CancellationListener
+
             c = config
             self.cancellations = CancellationListener(
                 c.events, c.worker_group, c.worker_id, self._heard, on_bound=self._check_now.set
