@@ -150,3 +150,16 @@ async def test_an_unknown_pool_is_a_404_page_and_a_bad_id_a_400(api: Api, root_b
     assert bad.status_code == 400 and "workerPoolId" in bad.text
     empty = await root_browser.get("/pools")
     assert "No worker pools yet" in empty.text
+
+
+async def test_odd_pool_paths_get_a_4xx_page_never_a_5xx(api: Api, root_browser: Browser) -> None:
+    for path in (
+        "/pools/a%2Fb/c",
+        "/pools/" + "x" * 300 + "/y",
+        "/pools/prov/%00",
+        "/pools/prov/%C3%A9t%C3%A9",
+        "/pools/prov/type/extra",
+        "/pools/prov",
+    ):
+        answer = await root_browser.get(path, headers={"accept": "text/html"})
+        assert 400 <= answer.status_code < 500, (path, answer.status_code, answer.text[:300])
