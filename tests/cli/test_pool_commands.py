@@ -126,7 +126,8 @@ def test_refusals_print_one_line(server: Server, cli: Run) -> None:
     assert row(listed.stdout, pool) == [pool, "static", "0", "-", "none"]
     assert json.loads(run(env, "pool", "list", "-o", "json").stdout)
     shown = run(env, "pool", "show", pool)
-    assert "pending tasks:  - (needs queue:pending-count)" in shown.stdout
+    needs = f"queue:pending-count:{pool} and queue:claimed-count:{pool}"
+    assert f"pending tasks:  - (needs {needs})" in shown.stdout
     refused = run(env, "pool", "delete", pool)
     assert refused.returncode == 1
     lines = refused.stderr.strip().splitlines()

@@ -217,6 +217,12 @@ def pending_tasks(connection: http.Connection, task_queue_id: str) -> int | None
     return int(counts["pendingTasks"])
 
 
+def counts_scopes(pool: Mapping[str, Any]) -> str:
+    """What taskQueueCounts asks of the caller for the pool's task queue."""
+    pool_id = pool["workerPoolId"]
+    return f"queue:pending-count:{pool_id} and queue:claimed-count:{pool_id}"
+
+
 def capacity(pool: Mapping[str, Any]) -> str:
     """`current/min-max` for a local pool, else the current capacity alone."""
     current = str(pool.get("currentCapacity", 0))
@@ -284,7 +290,7 @@ def pool_text(pool: Mapping[str, Any], pending: int | None) -> str:
         ("created", pool["created"]),
         ("lastModified", pool["lastModified"]),
         ("capacity", capacity(pool) + (f" ({', '.join(capacities)})" if capacities else "")),
-        ("pending tasks", "- (needs queue:pending-count)" if pending is None else str(pending)),
+        ("pending tasks", str(pending) if pending is not None else f"- (needs {counts_scopes(pool)})"),
         ("workers", workers_by_state(pool)),
         ("config", json.dumps(pool["config"], indent=2, sort_keys=True).splitlines()),
     ]
