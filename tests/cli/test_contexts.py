@@ -7,9 +7,11 @@ import json
 import shutil
 import stat
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
+import taskcluster
 import yaml
 
 from taskyard.model import slugid
@@ -136,6 +138,12 @@ def test_bash_completion_completes_commands_flags_and_task_queues(server: Server
     assert set(complete("taskyard", "task", "")) >= {"create", "list", "def", "log"}
     assert complete("taskyard", "task", "create", "--task-g") == ["--task-group-id"]
     assert tq in complete("taskyard", "task", "list", "--task-queue", "")
+    pool = f"{tq.split('/')[0]}/pool-{uuid.uuid4().hex[:6]}"
+    definition = {"providerId": "static", "description": "", "config": {}, "owner": "a@example.com"}
+    taskcluster.WorkerManager(server.options()).createWorkerPool(pool, {**definition, "emailOnError": False})
+    assert pool in complete("taskyard", "pool", "show", "")
+    assert pool in complete("taskyard", "pool", "workers", pool.split("/")[0])
+    assert complete("taskyard", "pool", "workers", pool, "--st") == ["--state"]
 
 
 @pytest.mark.parametrize("shell", ["zsh", "fish"])

@@ -44,6 +44,17 @@ def test_the_server_s_pattern_message_becomes_words() -> None:
     assert said == "'abc' is not a taskId (22 characters of A-Z a-z 0-9 - _, like `taskyard slugid` prints)"
 
 
+def test_a_task_queue_id_refused_by_the_server_is_not_said_to_be_a_slugid(cli: Run) -> None:
+    for command in (["task", "list", "--task-queue", "bad"], ["api", "worker-manager", "workerPool", "bad"]):
+        said = cli(*command, status=1).stderr
+        assert "'bad' is not a " in said and "provisionerId/workerType" in said, said
+        assert "22 characters" not in said and "slugid" not in said, said
+    # A parameter whose rule has no words here is shown with the server's own pattern.
+    message = "URL parameter roleId 'x\x01' must match ^[\x20-\x7e]+$"
+    said = refusals.explain(Refused(400, "InvalidRequestArguments", message), "me")
+    assert said == message
+
+
 def test_a_bad_file_is_named_once_with_its_line(cli: Run, tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("taskQueueId: x/y\npayload: [unclosed\n")

@@ -37,7 +37,7 @@ SERVER_COMMANDS = ("serve", "up")
 
 def api_commands() -> tuple[str, ...]:
     """Commands that call a deployment's API with the TASKCLUSTER_* credentials (see `admin.main`)."""
-    from taskyard.cli import admin, graphs, hook_commands, index, secret_commands, tasks
+    from taskyard.cli import admin, graphs, hook_commands, index, pool_commands, secret_commands, tasks
     from taskyard.cli import notify as notify_cli
 
     return (
@@ -48,6 +48,7 @@ def api_commands() -> tuple[str, ...]:
         *notify_cli.COMMANDS,
         *secret_commands.COMMANDS,
         *hook_commands.COMMANDS,
+        *pool_commands.COMMANDS,
         "queue",
         "api",
     )
@@ -97,6 +98,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
         hook_commands,
         index,
         lists,
+        pool_commands,
         secret_commands,
         tasks,
         utilities,
@@ -114,6 +116,7 @@ def _add_other_commands(commands: argparse._SubParsersAction[argparse.ArgumentPa
     notify_cli.add_commands(commands)
     secret_commands.add_commands(commands)
     hook_commands.add_commands(commands)
+    pool_commands.add_commands(commands)
     lists.add_queue_command(commands, admin.connection_options())
     api_call.add_command(commands, admin.connection_options())
     db.add_commands(commands)

@@ -18,6 +18,18 @@ from taskyard.model.client_errors import Refused
 # `URL parameter taskId 'abc' must match ^...$`: what the queue says of an id that is not a slugid.
 _BAD_PARAMETER = re.compile(r"URL parameter (\w+) '(.*)' must match \^.*\$", re.DOTALL)
 SLUGID_RULE = "22 characters of A-Z a-z 0-9 - _, like `taskyard slugid` prints"
+QUEUE_RULE = (
+    "provisionerId/workerType: 1-38 of A-Z a-z 0-9 - _, then / and 1-38 of a-z 0-9 -, "
+    "starting with a letter, not ending with -"
+)
+# The URL parameters whose pattern the rule says in words; the others' pattern is shown as it is.
+RULES = {
+    "taskId": SLUGID_RULE,
+    "taskGroupId": SLUGID_RULE,
+    "taskGraphId": SLUGID_RULE,
+    "taskQueueId": QUEUE_RULE,
+    "workerPoolId": QUEUE_RULE,
+}
 _CODE_BLOCK = re.compile(r"```\s*(.*?)```", re.DOTALL)
 
 
@@ -35,7 +47,7 @@ def summary(exc: Refused) -> str:
     """The message without its `---` details block; a scope expression on one line."""
     message = exc.message.split("\n---", 1)[0].strip()
     bad = _BAD_PARAMETER.fullmatch(message)
-    if bad is not None:
+    if bad is not None and bad.group(1) in RULES:
         return not_an_id(bad.group(1), bad.group(2))
     if exc.code == "InsufficientScopes":
         return _missing_scopes(message)
@@ -44,8 +56,8 @@ def summary(exc: Refused) -> str:
 
 
 def not_an_id(name: str, value: str) -> str:
-    """`'abc' is not a taskId (22 characters of ...)`."""
-    return f"{value!r} is not a {name} ({SLUGID_RULE})"
+    """`'abc' is not a taskId (22 characters of ...)`: the rule of `name`'s pattern in words."""
+    return f"{value!r} is not a {name} ({RULES.get(name, SLUGID_RULE)})"
 
 
 def credential_hint(message: str) -> str:

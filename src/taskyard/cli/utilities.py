@@ -1,8 +1,9 @@
 """`taskyard slugid` and `taskyard completion SHELL`: small tools around the other commands.
 
 Completion scripts are generated from the command line's own parser, so they cannot drift from
-it: every sub-command and flag completes, and after `--task-queue`/`--task-queue-id` the names of
-the deployment's task queues (asked with the current credentials; nothing if that fails).
+it: every sub-command and flag completes, after `--task-queue`/`--task-queue-id` the names of
+the deployment's task queues, and for the ID of `pool show|update|delete|workers|errors` its
+worker pools (both asked with the current credentials; nothing if that fails).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from taskyard.model import slugid
 COMMANDS = ("slugid", "completion")
 SHELLS = ("bash", "zsh", "fish")
 QUEUE_FLAGS = ("--task-queue", "--task-queue-id")
+# The commands whose ID is a worker pool's: `taskyard completion worker-pools` lists them.
+POOL_PATHS = tuple(f"taskyard pool {action}" for action in ("show", "update", "delete", "workers", "errors"))
 
 
 def add_commands(commands: Any) -> None:
@@ -32,7 +35,7 @@ def add_commands(commands: Any) -> None:
         "`taskyard completion fish > ~/.config/fish/completions/taskyard.fish`.",
     )
     completion.add_argument(
-        "shell", choices=(*SHELLS, "task-queues"), metavar="SHELL", help="bash, zsh or fish"
+        "shell", choices=(*SHELLS, "task-queues", "worker-pools"), metavar="SHELL", help="bash, zsh or fish"
     )
 
 
@@ -45,6 +48,9 @@ def main(args: argparse.Namespace, environ: Mapping[str, str]) -> int:
         return 0
     if args.shell == "task-queues":  # what the scripts call to complete a task queue's name
         print("\n".join(task_queues(environ)))
+        return 0
+    if args.shell == "worker-pools":  # ... and a worker pool's id
+        print("\n".join(worker_pools(environ)))
         return 0
     print(script(args.shell))
     return 0
@@ -59,6 +65,20 @@ def task_queues(environ: Mapping[str, str]) -> list[str]:
         connection = admin.connection(args, environ)
         connection = dataclasses.replace(connection, timeout=3.0)
         return [q["taskQueueId"] for q in lists.pages(connection, "/task-queues", "taskQueues")]
+    except Exception:
+        return []
+
+
+def worker_pools(environ: Mapping[str, str]) -> list[str]:
+    """The deployment's worker pools, or none if it cannot be asked: completion never fails."""
+    from taskyard.cli import admin, pool_commands
+
+    try:
+        args = argparse.Namespace(**{admin._dest(flag): None for flag, _, _ in admin.CONNECTION})
+        connection = admin.connection(args, environ)
+        connection = dataclasses.replace(connection, timeout=3.0)
+        pools = pool_commands.pages(connection, "/worker-pools", "workerPools")
+        return [p["workerPoolId"] for p in pools if p["providerId"] != pool_commands.DELETED]
     except Exception:
         return []
 
@@ -92,7 +112,11 @@ def script(shell: str) -> str:
     if shell == "fish":
         return _fish(table)
     entries = "\n".join(f"  [{shlex.quote(path)}]={shlex.quote(' '.join(w))}" for path, w in table.items())
-    bash = BASH.replace("@ENTRIES@", entries).replace("@QUEUE_FLAGS@", "|".join(QUEUE_FLAGS))
+    bash = (
+        BASH.replace("@ENTRIES@", entries)
+        .replace("@QUEUE_FLAGS@", "|".join(QUEUE_FLAGS))
+        .replace("@POOL_PATHS@", "|".join(shlex.quote(p) for p in POOL_PATHS))
+    )
     return ZSH_PREAMBLE + bash if shell == "zsh" else bash
 
 
@@ -110,6 +134,12 @@ _taskyard() {
     next="$path $w"
     [[ -n "${_taskyard_words[$next]+x}" ]] && path=$next
   done
+  case "$path" in
+    @POOL_PATHS@)
+      if [[ "$cur" != -* && "$prev" != -* ]]; then
+        COMPREPLY=( $(compgen -W "$(taskyard completion worker-pools 2>/dev/null)" -- "$cur") ); return
+      fi;;
+  esac
   COMPREPLY=( $(compgen -W "${_taskyard_words[$path]}" -- "$cur") )
 }
 complete -F _taskyard taskyard
@@ -135,6 +165,13 @@ def _fish(table: dict[str, list[str]]) -> str:
         "complete -c taskyard -f",
         "complete -c taskyard -n 'contains -- (commandline -opc)[-1] --task-queue --task-queue-id' "
         "-a '(taskyard completion task-queues 2>/dev/null)'",
+        "complete -c taskyard -n "
+        + shlex.quote(
+            "contains -- (__taskyard_path) "
+            + " ".join(shlex.quote(p) for p in POOL_PATHS)
+            + "; and not string match -q -- '-*' (commandline -opc)[-1]"
+        )
+        + " -a '(taskyard completion worker-pools 2>/dev/null)'",
     ]
     for path, found in table.items():
         condition = f"test (__taskyard_path) = {shlex.quote(path)}"

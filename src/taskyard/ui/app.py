@@ -34,13 +34,25 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     from starlette.routing import Mount
     from starlette.staticfiles import StaticFiles
 
-    from taskyard.ui import actions, dashboard, group, hooks, index, live, secrets, sessions, task, workers
+    from taskyard.ui import (
+        actions,
+        dashboard,
+        group,
+        hooks,
+        index,
+        live,
+        pools,
+        secrets,
+        sessions,
+        task,
+        workers,
+    )
     from taskyard.ui.render import UI
 
     ui = UI(services)
     found: list[BaseRoute] = [Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static")]
     # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
-    for module in (sessions, actions, dashboard, group, task, workers, index, secrets, hooks, live):
+    for module in (sessions, actions, dashboard, group, task, workers, index, secrets, hooks, pools, live):
         found += module.routes(ui)
     return ui, found
 
