@@ -44,6 +44,8 @@ INDEXES = {
     "/metrics",
     *(p + s for p in TABLES for s in ("", "/", "/openapi.json", "/reference")),
 }
+FUZZ_POOL = "fuzz/static"  # a static worker pool test_fuzz creates, with a worker of GOOD_PARAMS' ids
+FUZZ_SECRET = "f" * 44
 METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "PROPFIND"]
 QUERY_NAMES = ["limit", "continuationToken", "quarantined", "prefix", "follow", "e", "s", "u", "ce", "bewit"]
 ARTIFACT_HEADERS = ["range", "if-none-match", "if-modified-since", "if-range", "accept-encoding"]
@@ -144,6 +146,13 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "triggerSchema": {"type": "object", "additionalProperties": True},
         "bindings": [{"exchange": "exchange/fuzz/v1/x", "routingKeyPattern": "#"}],
     }
+    pool = {
+        "providerId": "static",
+        "description": "fuzzed",
+        "config": {"workerConfig": {"a": [1]}},
+        "owner": "fuzz@example.test",
+        "emailOnError": False,
+    }
     task = queue["createTask"] | {
         "schedulerId": "fuzz",
         "projectId": "fuzz/project",
@@ -182,6 +191,31 @@ def valid_bodies(now: int) -> dict[str, Any]:
         "updateHook": hook,
         "triggerHook": {"a": [1]},
         "triggerHookWithToken": {"a": [1]},
+        "createWorkerPool": pool,
+        "updateWorkerPool": pool,
+        "createWorker": {"expires": tomorrow, "capacity": 2, "providerInfo": {"staticSecret": FUZZ_SECRET}},
+        "updateWorker": {"expires": tomorrow, "providerInfo": {"staticSecret": FUZZ_SECRET}},
+        "reportWorkerError": {
+            "workerGroup": GOOD_PARAMS["workerGroup"],
+            "workerId": GOOD_PARAMS["workerId"],
+            "kind": "fuzz",
+            "title": "t",
+            "description": "d",
+            "extra": {"a": 1},
+        },
+        "registerWorker": {
+            "workerPoolId": FUZZ_POOL,
+            "providerId": "static",
+            "workerGroup": GOOD_PARAMS["workerGroup"],
+            "workerId": GOOD_PARAMS["workerId"],
+            "workerIdentityProof": {"staticSecret": FUZZ_SECRET},
+        },
+        "reregisterWorker": {
+            "workerPoolId": FUZZ_POOL,
+            "workerGroup": GOOD_PARAMS["workerGroup"],
+            "workerId": GOOD_PARAMS["workerId"],
+            "secret": FUZZ_SECRET,
+        },
     }
 
 

@@ -41,7 +41,17 @@ from taskyard.queue.livelogs import StreamUrls
 from taskyard.ui.app import Pages
 from tests.api import fuzz_azure, fuzz_graphs
 from tests.api.conftest import GOOD_PARAMS, ROOT, TASK_QUEUE_ID, Api, Credentials
-from tests.api.fuzz_targets import TABLES, Builder, Creds, State, Target, targets, uncovered, valid_bodies
+from tests.api.fuzz_targets import (
+    FUZZ_POOL,
+    TABLES,
+    Builder,
+    Creds,
+    State,
+    Target,
+    targets,
+    uncovered,
+    valid_bodies,
+)
 from tests.api.fuzz_values import Values
 from tests.api.fuzzing import Answer, Crash, Hang, Req, Watchdog, send
 from tests.conftest import SECRET_KEY, FakeClock
@@ -116,6 +126,7 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
     hooks = api.services.hooks
     await hook_definitions.create_hook(hooks, "fuzz-group", "fuzz-hook", HOOK, client_id=ROOT.client_id)
     token = hook_definitions.open_token(hooks, await hook_definitions.load(hooks, "fuzz-group", "fuzz-hook"))
+    await worker_pool(api)
 
     def sign_livelog(task: str, run: str, until: int) -> str:
         signature = live_log_urls.signer.sign((task, run, str(until)))
@@ -142,6 +153,7 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         "token": [token, "not-the-token"],
         "group": ["fuzz-group", "other-group"],  # the web UI's hook pages
         "hook": ["fuzz-hook", "fuzz/nested"],
+        "workerPoolId": [FUZZ_POOL, "fuzz/missing"],
     }
     return State(
         now=api.clock(),
@@ -159,6 +171,19 @@ async def arrange(api: Api, store: LocalStore, live_log_urls: StreamUrls) -> Sta
         graphs=graphs,
         azure=azure,
     )
+
+
+async def worker_pool(api: Api) -> None:
+    """A static pool with one worker, of the ids the fuzzer's bodies name."""
+    bodies = valid_bodies(api.clock())
+    prefix = "/api/worker-manager/v1"
+    made = await api.call(
+        "PUT", f"/worker-pool/{quote(FUZZ_POOL, safe='')}", bodies["createWorkerPool"], prefix=prefix
+    )
+    assert made.status_code == 200, made.text
+    worker = f"/workers/{quote(FUZZ_POOL, safe='')}/{GOOD_PARAMS['workerGroup']}/{GOOD_PARAMS['workerId']}"
+    made = await api.call("PUT", worker, bodies["createWorker"], prefix=prefix)
+    assert made.status_code == 200, made.text
 
 
 async def artifacts(api: Api, task_id: str, expires: str) -> list[str]:
