@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import taskcluster
 
 from tests.e2e.bus import EVENTS_URL, Listener
 from tests.e2e.conftest import Server, start_server
@@ -126,3 +127,43 @@ def test_a_killed_process_is_replaced_and_the_sweeps_go_on(fleet: Server) -> Non
     runs = queue.status(task_id)["status"]["runs"]
     assert (runs[0]["state"], runs[0]["reasonResolved"]) == ("exception", "claim-expired")
     assert runs[1]["state"] == "pending"
+
+
+def worker_processes(pool_id: str) -> int:
+    """`taskyard worker` processes of `pool_id` alive on this machine, whichever server started them."""
+    found = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                words = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"worker" in words and b"--register" in words and pool_id.encode() in words:
+                found += 1
+    return found
+
+
+def test_a_local_pool_is_provisioned_by_one_process_of_many(fleet: Server) -> None:
+    pool_id = task_queue_id("local-fleet")
+    wm = taskcluster.WorkerManager(fleet.options())
+    config = {"minCapacity": 0, "maxCapacity": 2, "idleTimeoutSeconds": 30}
+    body = {
+        "providerId": "local",
+        "description": "-",
+        "config": config,
+        "owner": "e@x.test",
+        "emailOnError": False,
+    }
+    wm.createWorkerPool(pool_id, body)
+    queue = fleet.client()
+    sleeper = {"payload": {"command": [["sh", "-c", "sleep 1"]], "maxRunTime": 60}}
+    task_ids = [create(queue, pool_id, **sleeper) for _ in range(8)]  # through every process, round robin
+    most = 0
+    give_up = time.monotonic() + 90
+    while time.monotonic() < give_up:
+        most = max(most, worker_processes(pool_id))
+        if all(queue.status(t)["status"]["state"] == "completed" for t in task_ids):
+            break
+        time.sleep(0.05)
+    assert all(queue.status(t)["status"]["state"] == "completed" for t in task_ids)
+    assert most == 2
