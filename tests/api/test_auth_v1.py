@@ -234,7 +234,15 @@ async def test_list_clients_pages_and_filters(api: Api) -> None:
     assert [c["clientId"] for c in second["clients"]] == ["page/2"] and "continuationToken" not in second
     everyone = await ok(await call(api, "GET", "/clients/"))
     ids = [c["clientId"] for c in everyone["clients"]]
-    assert ids == ["other", "page/0", "page/1", "page/2", static.QUEUE_CLIENT_ID, static.ROOT_CLIENT_ID]
+    assert ids == [
+        "other",
+        "page/0",
+        "page/1",
+        "page/2",
+        static.QUEUE_CLIENT_ID,
+        static.ROOT_CLIENT_ID,
+        static.WORKER_MANAGER_CLIENT_ID,
+    ]
     assert_error(await call(api, "GET", "/clients/", query={"prefix": "a b"}), 400, "InvalidRequestArguments")
     bad_token = await call(api, "GET", "/clients/", query={"continuationToken": "nonsense!"})
     assert_error(bad_token, 400, "InputError")

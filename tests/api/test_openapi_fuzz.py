@@ -167,5 +167,15 @@ def test_notify_api(case: schemathesis.Case, server: Server) -> None:
 
 def test_every_service_is_fuzzed() -> None:
     """A service added to the route tables gets a test above, or this fails naming it."""
-    fuzzed = {name.removeprefix("test_").removesuffix("_api") for name in globals() if name.endswith("_api")}
+    fuzzed = {
+        name.removeprefix("test_").removesuffix("_api").replace("_", "-")
+        for name in globals()
+        if name.endswith("_api")
+    }
     assert set(SCHEMAS) <= fuzzed
+
+
+@SCHEMAS["worker-manager"].parametrize()
+@FUZZ
+def test_worker_manager_api(case: schemathesis.Case, server: Server) -> None:
+    check(case, server.send(case, "worker-manager"))

@@ -71,7 +71,14 @@ async def test_create_get_list_update_delete_a_client(auth: Auth, clock: FakeClo
     listed = await clients.list_clients(auth, prefix="project/")
     assert [c.client_id for c in listed] == ["project/a", "project/b"]
     everyone = [c.client_id for c in await clients.list_clients(auth)]
-    assert everyone == ["other/c", "project/a", "project/b", static.QUEUE_CLIENT_ID, static.ROOT_CLIENT_ID]
+    assert everyone == [
+        "other/c",
+        "project/a",
+        "project/b",
+        static.QUEUE_CLIENT_ID,
+        static.ROOT_CLIENT_ID,
+        static.WORKER_MANAGER_CLIENT_ID,
+    ]
     page = await clients.list_clients(auth, after="other/c", limit=1)
     assert [c.client_id for c in page] == ["project/a", "project/b"]  # one more than asked: there are more
 

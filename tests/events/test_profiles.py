@@ -17,7 +17,7 @@ from taskyard.events.profiles import (
 )
 from taskyard.model.errors import ConfigError
 from taskyard.model.guard import ALLOW_ALL
-from taskyard.model.messages import EXCHANGES, Message
+from taskyard.model.messages import EXCHANGES, WORKER_MANAGER_EXCHANGES, Message
 from taskyard.queue import claims, resolvers, tasks
 from taskyard.queue.service import Queue
 from taskyard.storage.port import Storage
@@ -100,8 +100,8 @@ async def test_the_tc_profile_declares_every_exchange_and_seed_four() -> None:
     assert Profiles(["tc"]).exchanges() == [TC_PREFIX + e for e in EXCHANGES] + [
         f"exchange/taskcluster-scheduler/v1/task-graph-{name}" for name in scheduler
     ] + [f"exchange/taskcluster-hooks/v1/hook-{name}" for name in hooks] + [
-        "exchange/taskcluster-notify/v1/notification"
-    ]
+        f"exchange/taskcluster-worker-manager/v1/{name}" for name in WORKER_MANAGER_EXCHANGES
+    ] + ["exchange/taskcluster-notify/v1/notification"]
     assert Profiles(["seed"]).exchanges() == [
         "v1/queue:task-pending",
         "v1/queue:task-running",

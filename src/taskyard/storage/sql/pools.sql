@@ -30,7 +30,7 @@ SELECT {{_pool_columns}} FROM worker_pools WHERE worker_pool_id > $1 ORDER BY wo
 -- name: worker_pools_of_provider
 SELECT {{_pool_columns}} FROM worker_pools WHERE provider_id = $1 ORDER BY worker_pool_id
 
--- Per pool and state: how many workers, and their capacity (the pools from $1 to $2).
+-- Per pool and state: how many workers, and their capacity (the pools from the first id to the last).
 -- name: worker_pool_counts
 SELECT worker_pool_id, state, count(*) AS workers, sum(capacity) AS capacity
   FROM pool_workers
