@@ -254,7 +254,8 @@ def _worker_manager(
 
 def _hook_loops(hooks: Hooks, expiry_interval: float) -> list[asyncio.Task[None]]:
     """The hooks service's loops: the scheduler (in the leading process), the bindings' consumers
-    (in every process), the expiry of year-old last fires (in the leading process)."""
+    (in every process), the expiry of year-old last fires and the re-sealing of trigger tokens
+    after a change of secret key (in the leading process)."""
     lead = hooks.storage.lead
     return [
         asyncio.create_task(
@@ -266,7 +267,7 @@ def _hook_loops(hooks: Hooks, expiry_interval: float) -> list[asyncio.Task[None]
         asyncio.create_task(hook_bindings.run_forever(hooks), name="hook-bindings"),
         asyncio.create_task(
             resolvers.run_forever(
-                "hooks-expiry", lambda: hook_definitions.sweep_last_fires(hooks), expiry_interval, lead=lead
+                "hooks-expiry", lambda: hook_definitions.upkeep(hooks), expiry_interval, lead=lead
             ),
             name="hooks-expiry",
         ),

@@ -85,3 +85,12 @@ SELECT task_id, task_create_time, result, error FROM hook_last_fires
 DELETE FROM hook_last_fires
  WHERE task_create_time < $1
    AND task_id IN (SELECT task_id FROM hook_last_fires WHERE task_create_time < $1 LIMIT $2)
+
+-- Hooks whose trigger token the given key sealed (`<key id>:<sealed>`).
+-- name: hooks_sealed_with
+SELECT hook_group_id, hook_id, trigger_token FROM hooks
+ WHERE substr(trigger_token, 1, length($1) + 1) = $1 || ':' ORDER BY hook_group_id, hook_id LIMIT $2
+
+-- Only if the token is still the one read: a reset meanwhile sealed a new one, under the new key.
+-- name: reseal_trigger_token
+UPDATE hooks SET trigger_token = $4 WHERE hook_group_id = $1 AND hook_id = $2 AND trigger_token = $3
