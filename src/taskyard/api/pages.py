@@ -119,6 +119,10 @@ class ArtifactEntry(TypedDict):
     expires: int
     public: bool  # an anonymous reader may get it
     details: dict[str, object]
+    # An s3 artifact whose upload this server has not recorded yet (its bytes are sent later: the
+    # worker uploads the backing log when the run ends), so getArtifact leads to nothing yet. With
+    # an S3 blob store the upload goes to S3 and is never recorded here: it stays True.
+    uploading: bool
 
 
 class ArtifactList(TypedDict):
@@ -139,6 +143,7 @@ async def _task_artifacts(call: Call) -> ArtifactList:
             "expires": row["expires"],
             "public": scopes.satisfies(anonymous, f"queue:get-artifact:{row['name']}"),
             "details": orjson.loads(row["details"]) if row["storage_type"] == "error" else {},
+            "uploading": row["storage_type"] == "s3" and bool(row["uploading"]),
         }
         for row in rows[:SHOWN_ARTIFACTS]
         if row["present"]  # an upload not done yet: the API does not answer it either

@@ -31,7 +31,7 @@ API_PREFIX = "/api/"  # no page is served under it
 
 def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     """The UI bound to `services`, and every route it serves (`/`, `/groups/...`, `/ui/static/...`)."""
-    from starlette.routing import Mount
+    from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
     from taskyard.ui import (
@@ -50,7 +50,10 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     from taskyard.ui.render import UI
 
     ui = UI(services)
-    found: list[BaseRoute] = [Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static")]
+    found: list[BaseRoute] = [
+        Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static"),
+        Route("/favicon.ico", favicon, methods=["GET"]),  # browsers ask for it whatever the page says
+    ]
     # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
     for module in (sessions, actions, dashboard, group, task, workers, index, secrets, hooks, pools, live):
         found += module.routes(ui)
@@ -121,6 +124,15 @@ class Pages(BaseRoute):
             except NoMatchFound:
                 pass
         raise NoMatchFound(name, path_params)
+
+
+async def favicon(request: Request) -> Response:
+    """The site's icon, where every browser looks for one."""
+    from starlette.responses import FileResponse
+
+    return FileResponse(
+        STATIC / "favicon.ico", media_type="image/x-icon", headers={"cache-control": "max-age=86400"}
+    )
 
 
 def wants_page(request: Request) -> bool:

@@ -1,0 +1,142 @@
+"""What a newcomer's second hour with the web UI hit (issue 34), in process, on both databases:
+the sign-in page's wording, the favicon, the header's box left empty, an artifact linked before it
+can be fetched, the runs' time axis and a rerun's run, and re-creating a task from its page."""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+from taskyard.model import dates, slugid
+from taskyard.model.guard import ALLOW_ALL
+from taskyard.queue import claims
+from taskyard.ui import task
+from tests.api.conftest import TASK_QUEUE_ID, Api
+from tests.ui.conftest import Browser, hidden_fields
+from tests.ui.helpers import WORKER, get
+from tests.ui.test_task_page import BACKING, artifact, blobs, claimed, complete, upload_log
+
+__all__ = ["blobs"]  # the task page tests' blob store, for s3 artifacts
+
+
+async def test_the_signin_page_says_reading_needs_scopes(api: Api) -> None:
+    page = await get(api, "/signin")
+    assert "Reading needs no sign-in" not in page.text
+    assert "Reading needs the scopes" in page.text
+
+
+async def test_the_favicon_is_served(api: Api) -> None:
+    icon = await api.client.get("/favicon.ico")
+    assert icon.status_code == 200
+    assert icon.headers["content-type"] == "image/x-icon"
+    assert icon.content[:4] == b"\0\0\1\0"  # an ICO file
+    assert '<link rel="icon" href="/favicon.ico"' in (await get(api, "/")).text
+
+
+async def test_an_empty_open_box_asks_for_an_id_in_words(api: Api) -> None:
+    assert 'name="id" size="22" autocomplete="off" spellcheck="false" required>' in (await get(api, "/")).text
+    for asked in ("", "   ", "not-an-id"):
+        answer = await api.client.get("/find", params={"id": asked}, headers={"accept": "text/html"})
+        assert answer.status_code == 400
+        assert "[A-Za-z0-9_-]" not in html.unescape(answer.text)  # no regular expression
+        assert "22 characters" in answer.text
+    empty = await api.client.get("/find", params={"id": ""}, headers={"accept": "text/html"})
+    assert "Type a taskId or a taskGroupId" in empty.text
+
+
+async def test_a_backing_log_not_uploaded_yet_is_not_linked_while_the_run_runs(api: Api) -> None:
+    task_id, creds = await claimed(api)
+    url = f"/api/queue/v1/task/{task_id}/runs/0/artifacts/{BACKING}"
+    # The worker announces the backing log as the commands start, and uploads it when they end.
+    await artifact(
+        api,
+        task_id,
+        BACKING,
+        {"storageType": "s3", "contentType": "text/plain", "contentEncoding": "gzip"},
+        creds,
+    )
+    running = (await get(api, f"/tasks/{task_id}")).text
+    assert f'href="{url}"' not in running
+    assert "Not uploaded yet: the worker uploads it when run 0 ends" in running
+    await upload_log(api, task_id, b"all done\n", creds)
+    await complete(api, task_id, creds)
+    done = (await get(api, f"/tasks/{task_id}")).text
+    assert f'href="{url}"' in done and "Not uploaded yet" not in done
+
+
+def _run(run_id: int, at: int, started: int | None, ended: int, state: str) -> dict[str, Any]:
+    return {"runId": run_id, "state": state, "times": {"at": at, "from": started, "to": ended}}
+
+
+def test_a_rerun_tasks_new_run_shows_at_the_end_of_a_long_axis() -> None:
+    hour = dates.HOUR
+    drawn = task.timeline([_run(0, 0, 1_000, 3_000, "completed"), _run(1, hour, None, hour, "pending")])
+    zero, one = drawn["bars"]
+    for bar in (zero["wait"], zero["run"], one["wait"]):
+        x, width = bar
+        assert width >= task.MIN_BAR and x >= task.PLOT_LEFT and x + width <= task.PLOT_RIGHT
+    assert one["y"] > zero["y"]
+
+
+def test_the_axis_has_round_utc_ticks() -> None:
+    start = dates.parse_iso("2026-11-29T10:00:07.000Z")
+    ticks = task.axis_ticks(start, start + 25 * 60_000)
+    assert [label for _, label in ticks] == ["10:05", "10:10", "10:15", "10:20", "10:25"]
+    seconds = task.axis_ticks(start, start + 9_000)
+    assert seconds[0] == (start + 1_000, "10:00:08") and len(seconds) <= task.MOST_TICKS
+    days = task.axis_ticks(start, start + 5 * dates.DAY)
+    assert [label for _, label in days][:2] == ["11-30", "12-01"]
+
+
+async def test_the_runs_timeline_has_an_axis_and_shows_a_reruns_run(api: Api) -> None:
+    task_id, _ = await api.create_task()
+    await claims.claim_task(api.queue, task_id, 0, WORKER, guard=ALLOW_ALL)
+    api.clock.advance(2)
+    await claims.report(api.queue, task_id, 0, "completed", "completed")
+    api.clock.advance(600)  # a rerun ten minutes on: run 0 is 2 s of a 10-minute axis
+    rerun = await api.call("POST", f"/task/{task_id}/rerun")
+    assert rerun.status_code == 200, rerun.text
+    page = (await get(api, f"/tasks/{task_id}")).text
+    svg = page[page.index('<svg class="timeline"') : page.index("</svg>")]
+    assert ">run 0</text>" in svg and ">run 1</text>" in svg
+    assert len(re.findall(r'<text class="tick" x="\d+"', svg)) >= 2 and ">UTC</text>" in svg
+    (wait,) = re.findall(r'<rect class="wait" x="(\d+)" y="\d+" width="(\d+)" height="12" data-run="1"', svg)
+    assert int(wait[1]) >= task.MIN_BAR and int(wait[0]) + int(wait[1]) <= task.PLOT_RIGHT
+
+
+async def test_a_task_is_edited_and_recreated_from_its_page(api: Api, root_browser: Browser) -> None:
+    payload = {"command": [["/bin/sh", "-c", "echo again"]], "maxRunTime": 60}
+    old, _ = await api.create_task(payload=payload, tags={"kind": "build"})
+    page = (await get(api, f"/tasks/{old}")).text
+    assert f'href="/tasks/create?from={old}"' in page
+    form_page = await root_browser.get(f"/tasks/create?from={old}")
+    assert form_page.status_code == 200, form_page.text
+    new = re.search(r'name="taskId" value="([^"]+)"', form_page.text)[1]  # type: ignore[index]
+    assert slugid.is_valid(new) and new != old
+    text = html.unescape(re.search(r"<textarea[^>]*>\n?(.*?)</textarea>", form_page.text, re.S)[1])  # type: ignore[index]
+    assert f"task {old}" in text and "echo again" in text and "kind: build" in text
+    assert "\ncreated:" not in text and "\ndeadline:" not in text and "\nexpires:" not in text
+    api.clock.advance(600)
+    form = hidden_fields(form_page.text, "/tasks/create")
+    edited = text.replace("echo again", "echo edited")
+    done = await root_browser.post("/tasks/create", form | {"taskId": new, "definition": edited})
+    assert done.status_code == 303, done.text
+    made = (await api.call("GET", f"/task/{new}")).json()
+    before = (await api.call("GET", f"/task/{old}")).json()
+    assert made["payload"]["command"] == [["/bin/sh", "-c", "echo edited"]]
+    assert made["tags"] == {"kind": "build"} and made["taskQueueId"] == TASK_QUEUE_ID
+    assert made["metadata"] == before["metadata"] and made["taskGroupId"] == before["taskGroupId"]
+    assert dates.parse_iso(made["created"]) == api.clock()
+
+
+async def test_recreating_needs_the_tasks_read_scopes(api: Api, browsers: Any) -> None:
+    anonymous = browsers()
+    bad = await anonymous.get("/tasks/create?from=nope", headers={"accept": "text/html"})
+    assert bad.status_code == 400
+    unknown = await anonymous.get(f"/tasks/create?from={slugid.nice()}", headers={"accept": "text/html"})
+    assert unknown.status_code == 404
+    task_id, _ = await api.create_task()
+    shown = await anonymous.get(f"/tasks/create?from={task_id}")
+    assert shown.status_code == 200 and "The definition to re-create" in shown.text
+    assert f"/signin?next=/tasks/create%3Ffrom%3D{task_id}" in shown.text
