@@ -140,3 +140,50 @@ async def test_recreating_needs_the_tasks_read_scopes(api: Api, browsers: Any) -
     shown = await anonymous.get(f"/tasks/create?from={task_id}")
     assert shown.status_code == 200 and "The definition to re-create" in shown.text
     assert f"/signin?next=/tasks/create%3Ffrom%3D{task_id}" in shown.text
+
+
+async def test_the_apis_page_is_a_page_of_the_ui(api: Api) -> None:
+    page = await get(api, "/api")
+    assert page.status_code == 200
+    assert '<link rel="stylesheet" href="/ui/static/ui.css">' in page.text
+    assert '<header class="top">' in page.text and '<a href="/api" aria-current="page">APIs</a>' in page.text
+    assert 'href="/api/queue/v1/reference"' in page.text and 'href="/api/auth/v1/openapi.json"' in page.text
+    assert "the queue API's reference" in (await get(api, "/api/")).text
+
+
+async def test_the_reference_is_readable_entries_not_json_schemas(api: Api) -> None:
+    page = await get(api, "/api/queue/v1/reference")
+    assert page.status_code == 200
+    text = page.text
+    assert (
+        '<header class="top">' in text and '<link rel="stylesheet" href="/ui/static/reference.css">' in text
+    )
+    assert '"properties"' not in html.unescape(text) and "&#34;properties&#34;" not in text  # no raw schema
+    entry = text[text.index('<section class="op" id="claimWork"') :]
+    entry = entry[: entry.index("</section>")]
+    assert (
+        '<span class="method method-post">POST</span> <code>/api/queue/v1/claim-work/{taskQueueId}</code>'
+        in entry
+    )
+    assert "all of:" in entry and "<code>queue:claim-work:&lt;taskQueueId&gt;</code>" in entry
+    body = entry[entry.index("<h3>Body</h3>") : entry.index("<details>")]
+    rows = re.findall(
+        r'<tr><th scope="row" class="depth-\d"><code>([^<]+)</code></th><td>([^<]*)</td><td>([^<]*)</td>',
+        body,
+    )
+    assert [(name, kind, required) for name, kind, required in rows] == [
+        ("workerGroup", "string", "yes"),
+        ("workerId", "string", "yes"),
+        ("tasks", "integer", ""),
+    ]
+    assert "1 to 32" in body
+    create = text[text.index('<section class="op" id="createTask"') :]
+    create = create[: create.index("</section>")]
+    assert "<code>metadata.name</code>" in create and "string (date-time)" in create
+    assert (
+        "for each <code>route</code> in <code>routes</code>: <code>queue:route:&lt;route&gt;</code>" in create
+    )
+    public = text[text.index('<section class="op" id="ping"') :] if 'id="ping"' in text else ""
+    assert not public or "none: anyone may call it." in public[: public.index("</section>")]
+    raw = await api.client.get("/api/queue/v1/openapi.json")  # the document itself is unchanged
+    assert raw.json()["paths"]["/claim-work/{taskQueueId}"]["post"]["operationId"] == "claimWork"

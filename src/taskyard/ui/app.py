@@ -84,6 +84,16 @@ class Pages(BaseRoute):
             return None
         return await self.ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")
 
+    async def apis_page(self, request: Request, root_url: str, services: list[str]) -> Response:
+        from taskyard.ui import reference
+
+        return await reference.apis_page(self.ui, request, root_url, services)
+
+    async def reference_page(self, request: Request, service: str, document: dict[str, object]) -> Response:
+        from taskyard.ui import reference
+
+        return await reference.reference_page(self.ui, request, service, document)
+
     @property
     def built(self) -> bool:
         return self._built is not None
