@@ -1,0 +1,128 @@
+"""What a newcomer's second hour with the web UI hit (issue 34), in a real browser against a real
+`taskyard serve`: the runs' time axis and a rerun's run, an artifact not uploaded yet, Edit and
+re-create, the APIs page and a reference in the UI's style, the favicon and the header's box.
+Each page is checked with axe-core's rules."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import taskcluster
+
+from taskyard.model import dates
+from tests.browser.conftest import axe_check
+from tests.browser.helpers import sign_in
+from tests.e2e.conftest import Server
+from tests.e2e.helpers import task_queue_id
+from tests.e2e.workers import create, sh
+
+WORKER = {"workerGroup": "wg", "workerId": "browser"}
+
+
+def _claimed(queue: taskcluster.Queue, name: str) -> tuple[str, str]:
+    """A task created on a queue of its own and claimed as a worker would: (taskId, its queue)."""
+    tq = task_queue_id(name)
+    task_id = create(queue, tq, {"command": sh("true")}, metadata=_metadata(name))
+    claimed = queue.claimWork(tq, {**WORKER, "tasks": 1})["tasks"]
+    assert [c["status"]["taskId"] for c in claimed] == [task_id]
+    return task_id, tq
+
+
+def _metadata(name: str) -> dict[str, str]:
+    return {"name": name, "description": "d", "owner": "o@example.com", "source": "https://example.com/x"}
+
+
+def test_the_timeline_has_a_time_axis_and_shows_a_reruns_run(
+    page: Any, queue: taskcluster.Queue, shot: Any
+) -> None:
+    task_id, _ = _claimed(queue, "rerun-me")
+    queue.reportCompleted(task_id, "0")
+    time.sleep(1.5)  # run 1 begins well after run 0 ended
+    queue.rerunTask(task_id)
+    page.goto(f"/tasks/{task_id}")
+    svg = page.locator("svg.timeline").bounding_box()
+    for run in ("0", "1"):
+        bar = page.locator(f'svg.timeline rect.wait[data-run="{run}"]').bounding_box()
+        assert bar["width"] >= 2 and bar["height"] >= 8, (run, bar)
+        assert svg["x"] <= bar["x"] and bar["x"] + bar["width"] <= svg["x"] + svg["width"], (run, bar, svg)
+    assert page.locator('svg.timeline rect.ran-completed[data-run="0"]').count() == 1
+    ticks = page.locator("svg.timeline text.tick").all_text_contents()
+    assert "UTC" in ticks and len(ticks) >= 3
+    assert page.locator("svg.timeline text.run-label").all_text_contents() == ["run 0", "run 1"]
+    shot(page, "task-rerun-timeline", full_page=False)
+    axe_check(page)
+
+
+def test_an_artifact_not_uploaded_yet_is_not_linked(page: Any, queue: taskcluster.Queue) -> None:
+    task_id, _ = _claimed(queue, "uploading")
+    name = "public/logs/live_backing.log"
+    expires = dates.to_iso(int(time.time() * 1000) + dates.HOUR)
+    queue.createArtifact(
+        task_id, "0", name, {"storageType": "s3", "contentType": "text/plain", "expires": expires}
+    )
+    page.goto(f"/tasks/{task_id}")
+    artifacts = page.locator("#task-artifacts")
+    assert artifacts.get_by_text(name, exact=True).count() == 1
+    assert artifacts.get_by_role("link", name=name).count() == 0
+    assert "the worker uploads it when run 0 ends" in artifacts.inner_text()
+    axe_check(page)
+
+
+def test_a_task_is_edited_and_recreated_from_its_page(
+    page: Any, queue: taskcluster.Queue, site: Server, shot: Any
+) -> None:
+    tq = task_queue_id("recreate")
+    old = create(queue, tq, {"command": sh("echo first")}, metadata=_metadata("first of its name"))
+    sign_in(page, site.credentials["clientId"], site.credentials["accessToken"], f"/tasks/{old}")
+    with page.expect_navigation():
+        page.get_by_role("link", name="Edit and re-create").click()
+    assert page.locator("#copied-from").get_by_role("link", name=old).count() == 1
+    new = page.get_by_label("taskId").input_value()
+    assert new != old and len(new) == 22
+    text = page.get_by_label("Task definition (YAML or JSON)").input_value()
+    assert "echo first" in text and "deadline:" not in text
+    shot(page, "task-recreate")
+    axe_check(page)
+    edited = text.replace("first of its name", "second of its name").replace("echo first", "echo second")
+    page.get_by_label("Task definition (YAML or JSON)").fill(edited)
+    with page.expect_navigation():
+        page.get_by_role("button", name="Create the task").click()
+    assert page.url.endswith(f"/tasks/{new}?done=created")
+    assert page.get_by_role("heading", level=1).inner_text() == "second of its name"
+    made = queue.task(new)
+    assert made["payload"]["command"] == sh("echo second") and made["taskQueueId"] == tq
+
+
+def test_the_apis_page_and_a_reference_are_pages_of_the_ui(page: Any, shot: Any) -> None:
+    page.goto("/api")
+    assert (
+        page.get_by_role("navigation", name="Main")
+        .get_by_role("link", name="APIs")
+        .get_attribute("aria-current")
+        == "page"
+    )
+    axe_check(page)
+    with page.expect_navigation():
+        page.get_by_role("link", name="the queue API's reference").click()
+    assert page.get_by_role("heading", level=1).inner_text().startswith("The queue API")
+    entry = page.locator("section#claimWork")
+    assert entry.locator(".method").inner_text() == "POST"
+    assert entry.get_by_role("row", name="workerGroup").count() == 1
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 60_000, height  # was about 97,000 pixels of JSON schemas
+    shot(page, "api-reference", full_page=False)
+    axe_check(page)
+
+
+def test_the_favicon_and_the_header_box(page: Any, site: Server) -> None:
+    icon = page.request.get("/favicon.ico")
+    assert icon.status == 200 and icon.headers["content-type"] == "image/x-icon"
+    page.goto("/")
+    page.get_by_role("button", name="Open").click()  # empty: the browser asks for an id, no request
+    page.wait_for_timeout(300)
+    assert page.url.rstrip("/") == site.root_url.rstrip("/")
+    assert page.get_by_label("Task or group id").evaluate("e => e.validity.valueMissing") is True
+    page.goto("/find?id=")
+    assert "Type a taskId or a taskGroupId" in page.locator("main").inner_text()
+    axe_check(page)
