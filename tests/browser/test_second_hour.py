@@ -126,3 +126,41 @@ def test_the_favicon_and_the_header_box(page: Any, site: Server) -> None:
     page.goto("/find?id=")
     assert "Type a taskId or a taskGroupId" in page.locator("main").inner_text()
     axe_check(page)
+
+
+def test_the_group_table_sorts_in_the_browser_and_keeps_the_order_in_the_url(
+    page: Any, queue: taskcluster.Queue, shot: Any
+) -> None:
+    tq = task_queue_id("sorting")
+    group = create(queue, tq, {"command": sh("true")}, metadata=_metadata("b-first"))
+    second = create(queue, tq, {"command": sh("true")}, metadata=_metadata("a-second"), taskGroupId=group)
+    third = create(queue, tq, {"command": sh("true")}, metadata=_metadata("c-third"), taskGroupId=group)
+    claimed = queue.claimWork(tq, {**WORKER, "tasks": 2})["tasks"]
+    assert len(claimed) == 2
+    for c in claimed:
+        task_id = c["status"]["taskId"]
+        if task_id == second:
+            queue.reportException(task_id, "0", {"reason": "malformed-payload"})
+        else:
+            queue.reportCompleted(task_id, "0")
+    page.goto(f"/groups/{group}")
+    page.wait_for_selector("#tasks[data-instant='true']")
+    names = page.locator("#tasks tbody td.name")
+    row = page.locator(f"#t-{second}")
+    assert "malformed-payload" in row.locator("td.state").inner_text()
+    page.locator("#tasks thead a.sort[data-sort='name']").click()
+    assert names.all_inner_texts() == ["a-second", "b-first", "c-third"]
+    assert "sort=name" in page.url
+    assert page.locator("#tasks thead th.name").get_attribute("aria-sort") == "ascending"
+    page.locator("#tasks thead a.sort[data-sort='name']").click()
+    assert names.all_inner_texts() == ["c-third", "b-first", "a-second"]
+    assert "sort=-name" in page.url
+    page.get_by_label("Name or taskId contains").fill("-")  # every name has one
+    page.reload()
+    page.wait_for_selector("#tasks[data-instant='true']")
+    assert names.all_inner_texts() == ["c-third", "b-first", "a-second"]  # the URL kept the order
+    assert page.get_by_label("Name or taskId contains").input_value() == "-"
+    assert third in page.locator("#tasks tbody").inner_text()
+    assert "malformed-payload" in row.locator("td.state").inner_text()  # drawn by the script too
+    shot(page, "group-sorted", full_page=False)
+    axe_check(page)

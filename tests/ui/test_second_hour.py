@@ -14,7 +14,7 @@ from taskyard.queue import claims
 from taskyard.ui import task
 from tests.api.conftest import TASK_QUEUE_ID, Api
 from tests.ui.conftest import Browser, hidden_fields
-from tests.ui.helpers import WORKER, get
+from tests.ui.helpers import WORKER, get, make_group, resolve
 from tests.ui.test_task_page import BACKING, artifact, blobs, claimed, complete, upload_log
 
 __all__ = ["blobs"]  # the task page tests' blob store, for s3 artifacts
@@ -187,3 +187,65 @@ async def test_the_reference_is_readable_entries_not_json_schemas(api: Api) -> N
     assert not public or "none: anyone may call it." in public[: public.index("</section>")]
     raw = await api.client.get("/api/queue/v1/openapi.json")  # the document itself is unchanged
     assert raw.json()["paths"]["/claim-work/{taskQueueId}"]["post"]["operationId"] == "claimWork"
+
+
+def _rows_of(page: str) -> list[str]:
+    body = page[page.index("<tbody>") : page.index("</tbody>")]
+    return re.findall(r'<tr id="t-([\w-]+)"', body)
+
+
+async def test_the_group_table_sorts_by_name_state_started_and_duration(api: Api) -> None:
+    group, (c, a, b, d) = await make_group(api, ["x.charlie", "x.Alpha", "bravo", "x.delta"], retries=0)
+    await resolve(api, b, "completed", took=30)
+    await resolve(api, c, "failed", took=5)
+    await resolve(api, a, "exception", took=60)
+    path = f"/groups/{group}"
+
+    async def order(sort: str, **more: str) -> list[str]:
+        answer = await api.client.get(path, params={"sort": sort, **more}, headers={"accept": "text/html"})
+        assert answer.status_code == 200, answer.text
+        return _rows_of(answer.text)
+
+    assert await order("name") == [b, a, c, d]  # ignoring case
+    assert await order("-name") == [d, c, a, b]
+    assert await order("state") == [d, b, c, a]  # pending, completed, failed, exception
+    assert await order("started") == [b, c, a, d]  # never started: last, either way
+    assert await order("-started") == [a, c, b, d]
+    assert await order("duration") == [c, b, a, d]
+    assert await order("-duration") == [a, b, c, d]
+    assert await order("-duration", q="X.") == [a, c, d]  # filtered, then sorted (no taskId has a ".")
+
+
+async def test_the_group_tables_sort_links_keep_the_filter_and_say_the_order(api: Api) -> None:
+    group, _ = await make_group(api, ["one", "two"])
+    page = (
+        await api.client.get(
+            f"/groups/{group}",
+            params={"state": "pending", "q": "o", "sort": "name"},
+            headers={"accept": "text/html"},
+        )
+    ).text
+    head = page[page.index("<thead>") : page.index("</thead>")]
+    ascending = '<th scope="col" class="name" aria-sort="ascending">'
+    assert ascending + '<a class="sort" href="?state=pending&amp;q=o&amp;sort=-name"' in head
+    assert 'aria-sort="none"><a class="sort" href="?state=pending&amp;q=o&amp;sort=duration"' in head
+    assert '<input type="hidden" name="sort" value="name">' in page  # the filter form keeps the order
+    answer = await api.client.get(
+        f"/groups/{group}", params={"sort": "worker"}, headers={"accept": "text/html"}
+    )
+    assert answer.status_code == 400 and "query parameter sort" in answer.text and "duration" in answer.text
+
+
+async def test_each_exceptions_reason_is_shown(api: Api) -> None:
+    group, (broken, fine) = await make_group(api, ["broken", "fine"], retries=0)
+    await resolve(api, broken, "exception")  # worker-shutdown
+    page = (await get(api, f"/groups/{group}")).text
+    row = re.search(rf'<tr id="t-{broken}".*?</tr>', page, re.S)
+    assert row is not None
+    assert (
+        '<td class="state state-exception">exception <span class="reason">worker-shutdown</span></td>'
+        in row[0]
+    )
+    rows = {r[0]: r for r in (await api.client.get(f"/groups/{group}/rows")).json()["rows"]}
+    assert rows[broken][8] == "worker-shutdown" and rows[fine][8] == ""
+    assert rows[broken][6].endswith("Z") and isinstance(rows[broken][7], int) and rows[fine][7] is None

@@ -198,6 +198,7 @@ class GroupTask(TypedDict, total=False):
     resolved: str | None
     worker_group: str | None
     worker_id: str | None
+    reason: str | None  # the last run's reasonResolved
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,8 @@ def _group_rows(query: str) -> Operation[GroupRows]:
 
 
 # The group and its tasks' rows, two queries whatever its size: what the table shows of each task
-# (`ui_group_tasks`: the name, the number of runs, the last run's start, end and worker), or what
+# (`ui_group_tasks`: the name, the number of runs, the last run's start, end, worker and
+# reasonResolved), or what
 # the graph draws (`ui_group_graph`: id, state, name and dependencies).
 GROUP_TABLE = _group_rows("ui_group_tasks")
 GROUP_GRAPH = _group_rows("ui_group_graph")
