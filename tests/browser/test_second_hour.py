@@ -6,6 +6,7 @@ Each page is checked with axe-core's rules."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import taskcluster
@@ -15,7 +16,7 @@ from tests.browser.conftest import axe_check
 from tests.browser.helpers import sign_in
 from tests.e2e.conftest import Server
 from tests.e2e.helpers import task_queue_id
-from tests.e2e.workers import create, sh
+from tests.e2e.workers import WorkerProcess, create, resolved, running, sh
 
 WORKER = {"workerGroup": "wg", "workerId": "browser"}
 
@@ -163,4 +164,53 @@ def test_the_group_table_sorts_in_the_browser_and_keeps_the_order_in_the_url(
     assert third in page.locator("#tasks tbody").inner_text()
     assert "malformed-payload" in row.locator("td.state").inner_text()  # drawn by the script too
     shot(page, "group-sorted", full_page=False)
+    axe_check(page)
+
+
+def test_the_log_viewer_numbers_links_searches_and_follows(
+    page: Any, queue: taskcluster.Queue, site: Server, tmp_path: Path, shot: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    tq = task_queue_id("log-viewer")
+    go = tmp_path / "go"
+    script = (  # the last two lines' words are split in the command, so that its echo holds neither
+        "for i in 1 2 3; do printf '\\033[32mline-%s\\033[0m <b>x</b>\\n' $i; done; "
+        f"while [ ! -e {go} ]; do sleep 0.2; done; echo ERR''OR: the end; echo fini''shed"
+    )
+    task_id = create(queue, tq, {"command": sh(script)}, metadata=_metadata("log viewer"))
+    worker = WorkerProcess(site, tq, tmp_path / "work").start()
+    try:
+        running(queue, task_id)
+        page.goto(f"/tasks/{task_id}")
+        page.wait_for_selector("#log-text:has-text('line-3')", timeout=60_000)
+        with page.expect_navigation():
+            page.get_by_role("link", name="Open it in the log viewer (line numbers, search, follow)").click()
+        lines = page.locator("#log-lines .l")
+        expect(lines.filter(has_text="line-3")).to_have_count(1, timeout=30_000)
+        assert page.get_by_label("Follow the log").is_checked()
+        go.touch()
+        expect(lines.locator(".t").get_by_text("finished", exact=True)).to_have_count(1, timeout=60_000)
+        texts = lines.locator(".t").all_inner_texts()  # followed, no reload
+        numbers = lines.locator(".n").all_inner_texts()
+        assert numbers == [str(n) for n in range(1, len(texts) + 1)]
+        assert "ERROR: the end" in texts, texts
+        assert texts.index("ERROR: the end") + 1 == texts.index("finished")
+        assert page.locator("#log-lines b").count() == 0
+        page.get_by_role("searchbox", name="Search").fill("error:")
+        expect(page.locator("#log-matches")).to_have_text("1 line matches")
+        page.get_by_role("searchbox", name="Search").press("Enter")
+        error_line = texts.index("ERROR: the end") + 1
+        expect(page.locator(f"#L{error_line}")).to_have_class("l match current")
+        assert "q=error" in page.url
+        shot(page, "log-viewer", full_page=False)
+        axe_check(page)
+        resolved(queue, task_id)
+    finally:
+        worker.stop()
+    page.goto(f"/tasks/{task_id}/log#L2")  # the uploaded log, a line linked
+    assert page.locator("#L2:target").count() == 1
+    page.locator("#L3 a.n").click()
+    assert page.url.endswith("#L3")
+    assert page.locator("#log-lines .t").get_by_text("finished", exact=True).count() == 1
     axe_check(page)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 import re
 from typing import Any
+from urllib.parse import quote
 
 from taskyard.model import dates, slugid
 from taskyard.model.guard import ALLOW_ALL
@@ -15,7 +16,7 @@ from taskyard.ui import task
 from tests.api.conftest import TASK_QUEUE_ID, Api
 from tests.ui.conftest import Browser, hidden_fields
 from tests.ui.helpers import WORKER, get, make_group, resolve
-from tests.ui.test_task_page import BACKING, artifact, blobs, claimed, complete, upload_log
+from tests.ui.test_task_page import BACKING, LIVE, artifact, blobs, claimed, complete, upload_log
 
 __all__ = ["blobs"]  # the task page tests' blob store, for s3 artifacts
 
@@ -249,3 +250,52 @@ async def test_each_exceptions_reason_is_shown(api: Api) -> None:
     rows = {r[0]: r for r in (await api.client.get(f"/groups/{group}/rows")).json()["rows"]}
     assert rows[broken][8] == "worker-shutdown" and rows[fine][8] == ""
     assert rows[broken][6].endswith("Z") and isinstance(rows[broken][7], int) and rows[fine][7] is None
+
+
+async def test_the_log_viewer_numbers_links_and_searches_the_lines(api: Api) -> None:
+    task_id, creds = await claimed(api)
+    data = b"first\n\x1b[31mred <b>not bold</b>\nthird line\n\nFAILED: the build\n"
+    await upload_log(api, task_id, data, creds)
+    await complete(api, task_id, creds)
+    task_page = (await get(api, f"/tasks/{task_id}")).text
+    assert f'href="/tasks/{task_id}/log?run=0"' in task_page
+    answer = await get(api, f"/tasks/{task_id}/log")
+    assert answer.status_code == 200, answer.text
+    page = answer.text
+    rows = re.findall(r'<div class="l[^"]*" id="L(\d+)"><a class="n" href="#L(\d+)">(\d+)</a>', page)
+    assert rows == [(str(n), str(n), str(n)) for n in range(1, 6)]
+    assert '<span class="t"><span class="ansi-fg-1">red &lt;b&gt;not bold&lt;/b&gt;</span></span>' in page
+    assert "<b>not bold" not in page
+    found = (await get(api, f"/tasks/{task_id}/log?run=0&q=failed")).text
+    assert '<div class="l match" id="L5">' in found and '<div class="l" id="L1">' in found
+    assert "1 line matches" in found and 'value="failed"' in found
+    for bad, status in (("?q=" + "x" * 201, 400), ("?q=%07", 400), ("?run=3", 404), ("?run=x", 400)):
+        assert (await get(api, f"/tasks/{task_id}/log{bad}")).status_code == status, bad
+    assert (await get(api, f"/tasks/{slugid.nice()}/log")).status_code == 404
+
+
+async def test_the_log_viewer_numbers_a_long_logs_lines_from_the_whole_log(api: Api) -> None:
+    task_id, creds = await claimed(api)
+    data = b"".join(b"line %07d %s\n" % (n, b"x" * 26) for n in range(1, 40_001))  # 40 bytes a line
+    await upload_log(api, task_id, data, creds)
+    await complete(api, task_id, creds)
+    page = (await get(api, f"/tasks/{task_id}/log")).text
+    numbered = re.findall(r'id="L(\d+)"><a class="n" href="#L\d+">\d+</a><span class="t">line (\d+) ', page)
+    assert len(numbered) > 20_000 and numbered[-1] == ("40000", "0040000")
+    assert all(int(n) == int(text) for n, text in numbered)  # each number is the line's in the whole log
+    assert "bytes of the log are not shown here" in page and "count from the first line shown" not in page
+
+
+async def test_the_log_viewer_follows_a_running_log(api: Api) -> None:
+    task_id, creds = await claimed(api)
+    answer = await api.call(
+        "POST",
+        f"/task/{task_id}/runs/0/live-log/{quote(LIVE, safe='')}",
+        {"offset": 0, "data": "one\ntw"},
+        creds=creds,
+    )
+    assert answer.status_code == 200, answer.text
+    page = (await get(api, f"/tasks/{task_id}/log")).text
+    assert 'data-live="true"' in page and 'data-stream="/' in page and 'data-bytes="6"' in page
+    assert 'data-next="3" data-open="true"' in page  # the stream goes on with line 2
+    assert 'id="log-follow-box" checked' in page

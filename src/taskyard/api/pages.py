@@ -163,6 +163,7 @@ class LogTail:
     total: int = 0
     note: str = ""
     stream: str = ""  # the live stream's signed URL (a path of this server), when read from it
+    first_line: int | None = 1  # the number of the line `data` starts with (None: unknown)
 
 
 async def _task_log(call: Call) -> LogTail:
@@ -173,7 +174,8 @@ async def _task_log(call: Call) -> LogTail:
     tail = await log_tail.tail_of(q, found)
     if isinstance(tail, str):
         return LogTail(note=tail)
-    return LogTail(tail.data(), tail.total, "", log_tail.stream_path(q, found))
+    data = tail.data()
+    return LogTail(data, tail.total, "", log_tail.stream_path(q, found), tail.first_line(data))
 
 
 TASK_LOG = Operation("taskLog", GET_SCOPES, _task_log, loads=GET_LOADS)

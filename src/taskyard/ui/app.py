@@ -41,6 +41,7 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
         hooks,
         index,
         live,
+        log_page,
         pools,
         secrets,
         sessions,
@@ -55,7 +56,20 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
         Route("/favicon.ico", favicon, methods=["GET"]),  # browsers ask for it whatever the page says
     ]
     # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
-    for module in (sessions, actions, dashboard, group, task, workers, index, secrets, hooks, pools, live):
+    for module in (
+        sessions,
+        actions,
+        dashboard,
+        group,
+        task,
+        log_page,
+        workers,
+        index,
+        secrets,
+        hooks,
+        pools,
+        live,
+    ):
         found += module.routes(ui)
     return ui, found
 

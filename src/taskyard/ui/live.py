@@ -6,8 +6,8 @@ app's event feed (`services.events`, the same as the events API's stream) with b
 queue's task exchanges, and send each event as one SSE message whose data is a JSON object with a
 `type`: `task` (a task changed: its state, runs, last run's duration, worker, start and
 reasonResolved, and its whole status), `counts` (the group's tasks by state, read from the
-database: when the stream opens, then at most once a second while tasks change), `artifact` (the task stream only: an artifact was
-created) and `stale` (updates were missed: reload).
+database: when the stream opens, then at most once a second while tasks change), `artifact` (the
+task stream only: an artifact was created) and `stale` (updates were missed: reload).
 docs/ui.md, "Live updates", has the format.
 
 `?after=<position>` (the group page puts the feed's position from before it read the database,

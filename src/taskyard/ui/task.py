@@ -54,7 +54,7 @@ register_url_convertor("taskid", TaskIdConvertor())
 DEPENDENTS = calls.route("listDependentTasks")
 
 
-def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
+def chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
     """The run whose log is shown: `?run=N`, else the latest (None: the task has no runs)."""
     asked = request.query_params.get("run")
     if asked is None or asked == "":
@@ -196,7 +196,7 @@ async def task_page(ui: UI, request: Request) -> Response:
     params = {"taskId": task_id}
     definition = cast(TaskDefinition, await access.read(ui, request, calls.route("task"), params))
     status = cast(StatusAnswer, await access.read(ui, request, calls.route("status"), params))["status"]
-    run_id = _chosen_run(request, status["runs"])
+    run_id = chosen_run(request, status["runs"])
     log = None
     if run_id is not None:
         run_state = status["runs"][run_id]["state"]
