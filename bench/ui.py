@@ -4,7 +4,8 @@ group     A task group of 100, 1,000 and 10,000 tasks (a tenth of them roots, th
           on one or two earlier tasks of the group; some roots claimed, completed or failed),
           created through the queue's functions, then `GET /groups/<id>` through the app in
           process (httpx's ASGI transport: server time, no network): the p50 of several renders
-          of the page (its first 500 rows), of a filtered one (`?state=failed`), of the graph page
+          of the page (its first 500 rows), of a filtered one (`?state=failed`), of one sorted by the
+          last run's duration, longest first (`?sort=-duration`), of the graph page
           (`/graph`) and of every task as JSON (`/rows`, what the page's script fetches), their
           sizes, and how the time grows from one size to the next (a ratio near 10 for ten times
           the tasks: linear). Wall and CPU time: on a busy machine the CPU time is the steadier.
@@ -215,18 +216,22 @@ async def measure_group(
             renders = 15 if n <= 1_000 else 9
             whole = await p50(getter(f"/groups/{group}"), renders)
             failed = await p50(getter(f"/groups/{group}?state=failed"), renders)
+            by_duration = await p50(getter(f"/groups/{group}?sort=-duration"), renders)
             graph = await p50(getter(f"/groups/{group}/graph"), renders)
             every = await p50(getter(f"/groups/{group}/rows"), renders)
-            rows.append((n, whole, failed, graph, every))
+            rows.append((n, whole, failed, by_duration, graph, every))
             print(f"group of {n:,} tasks (filled in {filled:.1f} s), p50 of {renders} renders:")
             print(f"  table    {whole}  {whole.size / 1e6:5.2f} MB")
             print(f"  filtered {failed}  (?state=failed)")
+            print(f"  sorted   {by_duration}  (?sort=-duration)")
             print(f"  graph    {graph}  {graph.size / 1e3:5.0f} kB")
             print(f"  rows     {every}  {every.size / 1e6:5.2f} MB (every task, as the script fetches them)")
     for (n1, *before), (n2, *after) in itertools.pairwise(rows):
         ratios = ", ".join(
             f"{name} x{b.wall / a.wall:.1f} (cpu x{b.cpu / a.cpu:.1f})"
-            for name, a, b in zip(("table", "filtered", "graph", "rows"), before, after, strict=True)
+            for name, a, b in zip(
+                ("table", "filtered", "sorted", "graph", "rows"), before, after, strict=True
+            )
         )
         print(f"growth {n1:,} -> {n2:,} tasks (x{n2 / n1:g}): {ratios}")
     return made

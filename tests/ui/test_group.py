@@ -97,6 +97,9 @@ async def test_the_table_shows_a_page_of_rows_at_a_time_and_all_of_them_as_json(
         1,
         "",
         "",
+        "",
+        None,
+        "",
     ]
     for bad in ("0", "-1", "x", "1e3", "100001"):
         assert (await page(api, f"/groups/{group}", page=bad)).status_code == 400

@@ -31,7 +31,12 @@ async def one_pending_one_running(api: Api) -> None:
 
 
 def task_paths(task_id: str, group: str) -> list[str]:
-    return [f"/tasks/{task_id}", f"/tasks/{task_id}/status", f"/ui/live/tasks/{task_id}"]
+    return [
+        f"/tasks/{task_id}",
+        f"/tasks/{task_id}/status",
+        f"/tasks/{task_id}/log",
+        f"/ui/live/tasks/{task_id}",
+    ]
 
 
 def group_paths(group: str) -> list[str]:
@@ -49,6 +54,8 @@ async def test_an_anonymous_viewer_is_asked_to_sign_in_for_a_task_and_its_group(
         assert f'href="/signin?next={path}"' in answer.text
     for path in group_paths(group):
         assert_refused(await anonymous.get(path), 401, f"queue:list-task-group:{group}")
+    # Edit and re-create shows the definition only to a viewer who may read the task.
+    assert_refused(await anonymous.get(f"/tasks/create?from={task_id}"), 401, f"queue:get-task:{task_id}")
     hostile = await anonymous.get(f"/tasks/{task_id}", params={"run": "<script>x</script>"})
     assert hostile.status_code == 401 and "<script>x" not in hostile.text
     # The API refuses the same reads to the same caller.

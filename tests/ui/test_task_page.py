@@ -142,7 +142,9 @@ async def test_a_running_log_is_shown_so_far_and_a_resolved_one_whole(api: Api) 
     await complete(api, task_id, creds)
     done = (await page(api, f"/tasks/{task_id}")).text
     assert 'data-live="false"' in done
-    assert re.search(r'<rect class="ran ran-completed" x="\d+" y="2" width="\d+" height="12">', done)
+    assert re.search(
+        r'<rect class="ran ran-completed" x="\d+" y="4" width="\d+" height="12" data-run="0">', done
+    )
     assert 'backing <span class="ansi-fg-2">green</span> \ufffd\ufffd end' in done
     assert 'class="state state-completed"' in done
     assert f'href="/api/queue/v1/task/{task_id}/runs/0/artifacts/{BACKING}"' in done
@@ -222,10 +224,24 @@ def test_the_timeline_puts_every_run_on_one_axis() -> None:
     def run(run_id: int, at: int, started: int | None, ended: int, state: str) -> dict[str, Any]:
         return {"runId": run_id, "state": state, "times": {"at": at, "from": started, "to": ended}}
 
-    bars = task.timeline([run(0, 0, 100, 500, "exception"), run(1, 500, None, 1000, "pending")], width=1000)
-    assert bars == [
-        {"runId": 0, "state": "exception", "wait": (0, 100), "run": (100, 400)},
-        {"runId": 1, "state": "pending", "wait": (500, 500), "run": None},
+    drawn = task.timeline([run(0, 0, 100, 500, "exception"), run(1, 500, None, 1000, "pending")], width=1000)
+    plot = task.PLOT_RIGHT - task.PLOT_LEFT  # 1000 ms across the plot
+    left = task.PLOT_LEFT
+    assert drawn["bars"] == [
+        {
+            "runId": 0,
+            "state": "exception",
+            "y": 4,
+            "wait": (left, round(plot / 10)),
+            "run": (left + round(plot / 10), round(plot * 0.4)),
+        },
+        {
+            "runId": 1,
+            "state": "pending",
+            "y": 4 + task.ROW,
+            "wait": (left + round(plot / 2), round(plot / 2)),
+            "run": None,
+        },
     ]
 
 

@@ -376,13 +376,22 @@ def routes_for(
 
 class Site(Protocol):
     """What the app serves besides the APIs (the web UI, `ui/app.py`'s `Pages`): one route of the
-    app, matched last, with its own answer to a path nothing takes (None: the API's JSON 404).
+    app, matched last, with its own answer to a path nothing takes (None: the API's JSON 404), and
+    its rendering of the API's human pages (`/api`, each service's reference) in its own style.
     The API never imports it: whoever builds the app (`cli/serve.py`) hands it over."""
 
     @property
     def route(self) -> BaseRoute: ...
 
     async def not_found(self, request: Request) -> Response | None: ...
+
+    async def apis_page(self, request: Request, root_url: str, services: list[str]) -> Response:
+        """`/api`: the deployment's APIs, as a page of the site."""
+        ...
+
+    async def reference_page(self, request: Request, service: str, document: dict[str, object]) -> Response:
+        """`/api/<service>/v1/reference`: the service's OpenAPI `document`, as a page of the site."""
+        ...
 
 
 class App(Starlette):

@@ -1,6 +1,7 @@
 """What is served here: `/api/<service>/v1/` answers a JSON index of the service's routes, and `/api`
-a small page naming the deployment, its API indexes and how to use the command line. Public. (`/` is
-the web UI's dashboard.)"""
+a small page naming the deployment, its API indexes and how to use the command line, rendered by the
+web UI as one of its pages when the app has one (`Site.apis_page`). Public. (`/` is the web UI's
+dashboard.)"""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from starlette.routing import Route as StarletteRoute
 
 from taskyard import __version__
 from taskyard.api.routing import Route
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskyard.api.app import Site
 
 VERSION = "v1"
 
@@ -82,6 +87,9 @@ def routes(root_url: str | None, tables: dict[str, list[Route]]) -> list[Starlet
 
     async def root(request: Request) -> Response:
         here = root_url or str(request.base_url).rstrip("/")
+        site: Site | None = request.app.state.site  # the web UI renders it as one of its pages, if any
+        if site is not None:
+            return await site.apis_page(request, here, list(tables))
         return HTMLResponse(root_page(here, list(tables)))
 
     return [

@@ -37,13 +37,31 @@ class Tail:
         self.total = 0
         self._chunks: deque[bytes] = deque()
         self._held = 0
+        self._lines_dropped: int | None = 0  # line breaks in the bytes let go (None: not all seen)
 
     def add(self, data: bytes) -> None:
         self._chunks.append(data)
         self.total += len(data)
         self._held += len(data)
         while self._held - len(self._chunks[0]) >= self.limit:
-            self._held -= len(self._chunks.popleft())
+            dropped = self._chunks.popleft()
+            self._held -= len(dropped)
+            if self._lines_dropped is not None:
+                self._lines_dropped += dropped.count(b"\n")
+
+    def unseen_start(self, total: int) -> None:
+        """The first `total` bytes were never read (a live log's): counted, their lines unknown."""
+        self.total = total
+        if total:
+            self._lines_dropped = None
+
+    def first_line(self, shown: bytes) -> int | None:
+        """The number (from 1) of the line `shown` (this tail's `data()`) starts with in the whole
+        log; None if bytes before it were never read."""
+        if self._lines_dropped is None:
+            return None
+        held = b"".join(self._chunks)
+        return self._lines_dropped + held.count(b"\n", 0, len(held) - len(shown)) + 1
 
     def data(self) -> bytes:
         """The kept bytes; a cut tail starts after its first line break if one is near."""
@@ -99,7 +117,8 @@ async def _live_tail(q: Queue, task_id: str, run_id: int) -> Tail:
         for offset, data in chunks:
             encoded = data.encode()
             if first:
-                tail.total, first = offset, False  # the bytes before the first chunk read
+                tail.unseen_start(offset)  # the bytes before the first chunk read
+                first = False
             tail.add(encoded)
             position = offset + len(encoded)
         if len(chunks) < livelogs.READ_BATCH:

@@ -7,7 +7,9 @@ annotated to return (`api/answers.py`); the tests check real answers against bot
 handler answers something else (a redirect, a stream) documents its answer as any JSON value.
 Every error is TaskCluster's `{code, message, requestInfo}` (`ERROR`).
 
-Served at `/api/<service>/v1/openapi.json` and, as a page, `/api/<service>/v1/reference`. Public.
+Served at `/api/<service>/v1/openapi.json` and, as a page, `/api/<service>/v1/reference`: the web
+UI renders the page in its style (`Site.reference_page`, `ui/reference.py`) when the app has one,
+else `reference_page` here answers plain HTML. Public.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from taskyard import __version__
 from taskyard.api import answers
 from taskyard.api.routing import PARAM_PATTERNS, Route
 from taskyard.model import schema
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from taskyard.api.app import Site
 
 VERSION = "v1"
 _PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
@@ -179,13 +185,21 @@ class Documents:
     def __init__(self, service: str, table: list[Route]) -> None:
         self.service = service
         self.table = table
-        self._built: tuple[bytes, str] | None = None
+        self._built: tuple[dict[str, object], bytes] | None = None
+        self._page: str | None = None
 
-    def built(self) -> tuple[bytes, str]:
+    def built(self) -> tuple[dict[str, object], bytes]:
+        """The document, and its JSON."""
         if self._built is None:
             doc = document(self.service, self.table)
-            self._built = orjson.dumps(doc), reference_page(self.service, doc)
+            self._built = doc, orjson.dumps(doc)
         return self._built
+
+    def page(self) -> str:
+        """The plain HTML reference (an app without a site)."""
+        if self._page is None:
+            self._page = reference_page(self.service, self.built()[0])
+        return self._page
 
 
 def routes(tables: dict[str, list[Route]]) -> list[StarletteRoute]:
@@ -195,10 +209,13 @@ def routes(tables: dict[str, list[Route]]) -> list[StarletteRoute]:
         documents = Documents(service, table)
 
         async def as_json(request: Request, documents: Documents = documents) -> Response:
-            return Response(documents.built()[0], media_type="application/json")
+            return Response(documents.built()[1], media_type="application/json")
 
         async def as_page(request: Request, documents: Documents = documents) -> Response:
-            return HTMLResponse(documents.built()[1])
+            site: Site | None = request.app.state.site
+            if site is not None:
+                return await site.reference_page(request, documents.service, documents.built()[0])
+            return HTMLResponse(documents.page())
 
         prefix = f"/api/{service}/{VERSION}"
         found += [

@@ -119,6 +119,10 @@ class ArtifactEntry(TypedDict):
     expires: int
     public: bool  # an anonymous reader may get it
     details: dict[str, object]
+    # An s3 artifact whose upload this server has not recorded yet (its bytes are sent later: the
+    # worker uploads the backing log when the run ends), so getArtifact leads to nothing yet. With
+    # an S3 blob store the upload goes to S3 and is never recorded here: it stays True.
+    uploading: bool
 
 
 class ArtifactList(TypedDict):
@@ -139,6 +143,7 @@ async def _task_artifacts(call: Call) -> ArtifactList:
             "expires": row["expires"],
             "public": scopes.satisfies(anonymous, f"queue:get-artifact:{row['name']}"),
             "details": orjson.loads(row["details"]) if row["storage_type"] == "error" else {},
+            "uploading": row["storage_type"] == "s3" and bool(row["uploading"]),
         }
         for row in rows[:SHOWN_ARTIFACTS]
         if row["present"]  # an upload not done yet: the API does not answer it either
@@ -158,6 +163,7 @@ class LogTail:
     total: int = 0
     note: str = ""
     stream: str = ""  # the live stream's signed URL (a path of this server), when read from it
+    first_line: int | None = 1  # the number of the line `data` starts with (None: unknown)
 
 
 async def _task_log(call: Call) -> LogTail:
@@ -168,7 +174,8 @@ async def _task_log(call: Call) -> LogTail:
     tail = await log_tail.tail_of(q, found)
     if isinstance(tail, str):
         return LogTail(note=tail)
-    return LogTail(tail.data(), tail.total, "", log_tail.stream_path(q, found))
+    data = tail.data()
+    return LogTail(data, tail.total, "", log_tail.stream_path(q, found), tail.first_line(data))
 
 
 TASK_LOG = Operation("taskLog", GET_SCOPES, _task_log, loads=GET_LOADS)
@@ -193,6 +200,7 @@ class GroupTask(TypedDict, total=False):
     resolved: str | None
     worker_group: str | None
     worker_id: str | None
+    reason: str | None  # the last run's reasonResolved
 
 
 @dataclass(frozen=True)
@@ -215,7 +223,8 @@ def _group_rows(query: str) -> Operation[GroupRows]:
 
 
 # The group and its tasks' rows, two queries whatever its size: what the table shows of each task
-# (`ui_group_tasks`: the name, the number of runs, the last run's start, end and worker), or what
+# (`ui_group_tasks`: the name, the number of runs, the last run's start, end, worker and
+# reasonResolved), or what
 # the graph draws (`ui_group_graph`: id, state, name and dependencies).
 GROUP_TABLE = _group_rows("ui_group_tasks")
 GROUP_GRAPH = _group_rows("ui_group_graph")

@@ -154,5 +154,45 @@ def to_html(text: str, style: Style = PLAIN) -> Markup:
     return Markup("".join(parts))
 
 
+def to_lines(text: str) -> list[tuple[Markup, str]]:
+    """`text` as lines (a line feed or a carriage return ends one; the break itself is not kept),
+    each as its HTML (as `to_html` makes it, the colours carried from line to line) and its plain
+    text (what a search looks in). A final line break makes no empty line after it."""
+    lines: list[tuple[Markup, str]] = []
+    html: list[str] = []
+    plain: list[str] = []
+    style = PLAIN
+    position = 0
+
+    def emit(end: int) -> None:
+        pieces = text[position:end].split("\n")
+        for i, piece in enumerate(pieces):
+            if i:
+                end_line()
+            if piece:
+                classes = style.classes
+                escaped = str(escape(piece))
+                html.append(f'<span class="{classes}">{escaped}</span>' if classes else escaped)
+                plain.append(piece)
+
+    def end_line() -> None:
+        lines.append((Markup("".join(html)), "".join(plain)))
+        html.clear()
+        plain.clear()
+
+    for token in _TOKEN.finditer(text):
+        emit(token.start())
+        position = token.end()
+        matched = token.group()
+        if matched[0] == "\r":
+            end_line()
+        elif token.group("final") == "m" and not token.group("inter") and token.group("params") is not None:
+            style = apply_sgr(style, token.group("params"))
+    emit(len(text))
+    if html or plain:
+        end_line()
+    return lines
+
+
 def bytes_to_html(data: bytes) -> Markup:
     return to_html(decode(data))

@@ -31,7 +31,7 @@ API_PREFIX = "/api/"  # no page is served under it
 
 def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     """The UI bound to `services`, and every route it serves (`/`, `/groups/...`, `/ui/static/...`)."""
-    from starlette.routing import Mount
+    from starlette.routing import Mount, Route
     from starlette.staticfiles import StaticFiles
 
     from taskyard.ui import (
@@ -41,6 +41,7 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
         hooks,
         index,
         live,
+        log_page,
         pools,
         secrets,
         sessions,
@@ -50,9 +51,25 @@ def build(services: Services) -> tuple[UI, list[BaseRoute]]:
     from taskyard.ui.render import UI
 
     ui = UI(services)
-    found: list[BaseRoute] = [Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static")]
+    found: list[BaseRoute] = [
+        Mount("/ui/static", app=StaticFiles(directory=STATIC), name="static"),
+        Route("/favicon.ico", favicon, methods=["GET"]),  # browsers ask for it whatever the page says
+    ]
     # sessions and actions first: `/tasks/create` must match before a page module's `/tasks/{taskId}`.
-    for module in (sessions, actions, dashboard, group, task, workers, index, secrets, hooks, pools, live):
+    for module in (
+        sessions,
+        actions,
+        dashboard,
+        group,
+        task,
+        log_page,
+        workers,
+        index,
+        secrets,
+        hooks,
+        pools,
+        live,
+    ):
         found += module.routes(ui)
     return ui, found
 
@@ -80,6 +97,16 @@ class Pages(BaseRoute):
         if not wants_page(request):
             return None
         return await self.ui.error(request, 404, "Not found", f"There is no page at {request.url.path}.")
+
+    async def apis_page(self, request: Request, root_url: str, services: list[str]) -> Response:
+        from taskyard.ui import reference
+
+        return await reference.apis_page(self.ui, request, root_url, services)
+
+    async def reference_page(self, request: Request, service: str, document: dict[str, object]) -> Response:
+        from taskyard.ui import reference
+
+        return await reference.reference_page(self.ui, request, service, document)
 
     @property
     def built(self) -> bool:
@@ -121,6 +148,15 @@ class Pages(BaseRoute):
             except NoMatchFound:
                 pass
         raise NoMatchFound(name, path_params)
+
+
+async def favicon(request: Request) -> Response:
+    """The site's icon, where every browser looks for one."""
+    from starlette.responses import FileResponse
+
+    return FileResponse(
+        STATIC / "favicon.ico", media_type="image/x-icon", headers={"cache-control": "max-age=86400"}
+    )
 
 
 def wants_page(request: Request) -> bool:

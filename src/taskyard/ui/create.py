@@ -1,22 +1,28 @@
 """The page that creates a task from a definition in YAML or JSON, through the API's createTask.
 
-The form is prefilled with an example and a fresh taskId. `created` (now) and `deadline` (a day
-from now) are filled in when the definition leaves them out, as `taskyard task create` does. A
-definition the API refuses shows the form again with the API's message (naming the field) and
-the text as it was sent.
+The form is prefilled with an example and a fresh taskId; `?from=TASK_ID` (a task page's "Edit and
+re-create") prefills it with that task's definition instead, read as the viewer with the API's
+`task` route (so only a viewer who may read the task sees it), without its dates. `created` (now)
+and `deadline` (a day from now) are filled in when the definition leaves them out, as `taskyard
+task create` does. A definition the API refuses shows the form again with the API's message
+(naming the field) and the text as it was sent.
 """
 
 from __future__ import annotations
+
+from typing import cast
 
 import orjson
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from taskyard.api import calls as api_calls
 from taskyard.model import dates, definition_yaml, slugid
 from taskyard.model.errors import InputError, TaskyardError
 from taskyard.model.types import JSONValue
-from taskyard.ui import calls, forms
+from taskyard.queue.tasks import check_task_id
+from taskyard.ui import access, calls, forms
 from taskyard.ui.render import view
 
 TYPE_CHECKING = False
@@ -65,13 +71,45 @@ def with_dates(definition: dict[str, JSONValue], now: int) -> dict[str, JSONValu
 
 
 async def _form(
-    ui: UI, request: Request, status: int, task_id: str, text: str, problem: str = ""
+    ui: UI, request: Request, status: int, task_id: str, text: str, problem: str = "", copied_from: str = ""
 ) -> Response:
-    return await ui.page(request, "create.html", status, task_id=task_id, definition=text, problem=problem)
+    return await ui.page(
+        request,
+        "create.html",
+        status,
+        task_id=task_id,
+        definition=text,
+        problem=problem,
+        copied_from=copied_from,
+    )
+
+
+# What a re-created task does not take from the task it copies: its dates, which are filled in
+# again when the form is sent (and an old deadline would be refused).
+NOT_COPIED = ("created", "deadline", "expires")
+
+
+def copied(task_id: str, definition: dict[str, JSONValue]) -> str:
+    """The text the form shows to re-create task `task_id`: its definition in YAML, less NOT_COPIED."""
+    from taskyard.ui.task import definition_texts
+
+    kept = {key: value for key, value in definition.items() if key not in NOT_COPIED}
+    head = (
+        f"# The definition of task {task_id}, to edit and create as a new task. `created` and\n"
+        "# `deadline` (a day from now) are filled in when sent, and `expires` from the deadline.\n"
+    )
+    return head + definition_texts(kept)[0]
 
 
 async def create_form(ui: UI, request: Request) -> Response:
-    return await _form(ui, request, 200, slugid.nice(), EXAMPLE)
+    source = request.query_params.get("from")
+    if source is None:
+        return await _form(ui, request, 200, slugid.nice(), EXAMPLE)
+    task_id = check_task_id(source)
+    definition = cast(
+        dict[str, JSONValue], await access.read(ui, request, api_calls.route("task"), {"taskId": task_id})
+    )
+    return await _form(ui, request, 200, slugid.nice(), copied(task_id, definition), copied_from=task_id)
 
 
 async def create_task(ui: UI, request: Request) -> Response:

@@ -34,6 +34,8 @@ from taskyard.ui.render import UI, ReadRefused, view
 
 STATES = ("unscheduled", "pending", "running", "completed", "failed", "exception")
 SLUGID = re.compile(identifiers.SLUGID)
+# The rule in words (the box is for people: the regular expression would tell them little).
+ID_RULE = "an id must be 22 characters, letters, digits, '-' and '_', as taskyard and TaskCluster make them."
 
 
 @dataclass
@@ -81,9 +83,12 @@ async def find(ui: UI, request: Request) -> Response:
     exists, so the search tells no one what it would not show them.
     """
     wanted = request.query_params.get("id", "").strip()
+    if not wanted:
+        return await ui.error(
+            request, 400, "Bad request", "Type a taskId or a taskGroupId in the box: " + ID_RULE
+        )
     if not SLUGID.fullmatch(wanted):
-        shown = repr(wanted[:80]) if wanted else "(empty)"
-        message = f"id {shown} is not a taskId or taskGroupId: it must match {identifiers.SLUGID}"
+        message = f"id {wanted[:80]!r} is not a taskId or taskGroupId: {ID_RULE}"
         return await ui.error(request, 400, "Bad request", message)
     refusal: ReadRefused | None = None
     for step, where in ((pages.TASK_STATUS, "tasks"), (calls.route("getTaskGroup"), "groups")):

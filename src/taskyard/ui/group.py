@@ -33,7 +33,7 @@ async def group_page(ui: UI, request: Request) -> Response:
     keep = group_rows.Filter.parse(request.query_params)
     follow = live.group_url(ui, task_group_id)  # before reading: the stream replays what follows
     group, rows = await read_group(ui, request, task_group_id, reads.GROUP_TABLE)
-    kept = group_rows.matching(rows, keep)
+    kept = group_rows.matching(rows, keep, ui.now())
     first = (keep.page - 1) * group_rows.PAGE_ROWS
     shown = kept[first : first + group_rows.PAGE_ROWS]
     return await ui.page(
@@ -49,6 +49,7 @@ async def group_page(ui: UI, request: Request) -> Response:
         pages=pages(request, keep, len(kept)),
         page_rows=group_rows.PAGE_ROWS,
         filter=keep,
+        sorts=sort_links(keep),
         states=graph_layout.STATES,
         live_url=follow,
     )
@@ -69,8 +70,18 @@ def pages(request: Request, keep: group_rows.Filter, matching: int) -> dict[str,
     last = max(1, -(-matching // group_rows.PAGE_ROWS))
     for name, page in (("previous", keep.page - 1), ("next", keep.page + 1)):
         if 1 <= page <= last:
-            query = {"state": keep.state, "q": keep.text, "page": str(page)}
-            found[name] = "?" + urlencode({k: v for k, v in query.items() if v and v != "1"})
+            found[name] = "?" + urlencode(keep.query(page=str(page)))
+    return found
+
+
+def sort_links(keep: group_rows.Filter) -> dict[str, dict[str, str]]:
+    """For each sortable column: the link that sorts by it (the other way if it is the order now,
+    on the first page, with the filter kept) and its `aria-sort` (ascending, descending or none)."""
+    found = {}
+    for column in group_rows.SORTS:
+        now = "ascending" if keep.sort == column else "descending" if keep.sort == "-" + column else "none"
+        then = "-" + column if now == "ascending" else column
+        found[column] = {"href": "?" + urlencode(keep.query(sort=then, page="1")), "aria": now, "sort": then}
     return found
 
 

@@ -4,10 +4,10 @@
 they update (read through the API's call pipeline as the viewer, `ui/access.py`). They follow the
 app's event feed (`services.events`, the same as the events API's stream) with bindings on the
 queue's task exchanges, and send each event as one SSE message whose data is a JSON object with a
-`type`: `task` (a task changed: its state, runs, last run's duration and worker, and its whole
-status), `counts` (the group's tasks by state, read from the database: when the stream opens, then
-at most once a second while tasks change), `artifact` (the task stream only: an artifact was
-created) and `stale` (updates were missed: reload).
+`type`: `task` (a task changed: its state, runs, last run's duration, worker, start and
+reasonResolved, and its whole status), `counts` (the group's tasks by state, read from the
+database: when the stream opens, then at most once a second while tasks change), `artifact` (the
+task stream only: an artifact was created) and `stale` (updates were missed: reload).
 docs/ui.md, "Live updates", has the format.
 
 `?after=<position>` (the group page puts the feed's position from before it read the database,
@@ -139,6 +139,8 @@ def task_update(exchange: str, body: Any, now: int) -> dict[str, Any] | None:
         "durationMs": ms,
         "duration": "" if ms is None else formats.duration(ms),
         "worker": group_rows.worker_of(last.get("workerGroup"), last.get("workerId")),
+        "started": group_rows.started_text(last.get("started")),
+        "reason": last.get("reasonResolved") or "",
         "status": status,
     }
 

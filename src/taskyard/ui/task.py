@@ -54,7 +54,7 @@ register_url_convertor("taskid", TaskIdConvertor())
 DEPENDENTS = calls.route("listDependentTasks")
 
 
-def _chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
+def chosen_run(request: Request, runs: list[RunStatus]) -> int | None:
     """The run whose log is shown: `?run=N`, else the latest (None: the task has no runs)."""
     asked = request.query_params.get("run")
     if asked is None or asked == "":
@@ -79,30 +79,68 @@ def _run_view(run: RunStatus, now: int) -> dict[str, Any]:
     return {**run, "waited": max(0, waited), "ran": None if ran is None else max(0, ran), "times": times}
 
 
-def timeline(runs: list[dict[str, Any]], width: int = TIMELINE_WIDTH) -> list[dict[str, Any]]:
-    """Each run's bars on one time axis (the first run's scheduling to the last run's end), as
-    x and width in `width` units: waiting (scheduled to started) and running (started to end)."""
+# The runs' timeline, in SVG units: a row per run, labelled in a gutter on the left, then a time
+# axis in UTC below them.
+PLOT_LEFT, PLOT_RIGHT = 64, TIMELINE_WIDTH - 8
+ROW = 18
+MIN_BAR = 4  # the least width a bar is drawn with, so that a run of a moment (or one just made) shows
+TICK_STEPS = [
+    s * 1000 for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
+] + [d * 86_400_000 for d in (1, 2, 7, 14, 30, 91, 365)]
+MOST_TICKS = 6
+
+
+def axis_ticks(start: int, end: int) -> list[tuple[int, str]]:
+    """The axis' ticks between `start` and `end` (ms): round UTC times, at most MOST_TICKS of them,
+    as (ms, label); a label shows what changes at that step (the date, the minute or the second)."""
+    span = max(1, end - start)
+    step = next((s for s in TICK_STEPS if span / s <= MOST_TICKS), TICK_STEPS[-1])
+    first = -(-start // step) * step
+    ticks = []
+    for at in range(first, end + 1, step):
+        iso = dates.to_iso(at)  # 2026-11-29T10:15:26.000Z
+        label = iso[5:10] if step >= 86_400_000 else iso[11:16] if step >= 60_000 else iso[11:19]
+        ticks.append((at, label))
+    return ticks
+
+
+def timeline(runs: list[dict[str, Any]], width: int = TIMELINE_WIDTH) -> dict[str, Any]:
+    """The runs on one time axis (the first run's scheduling to the last run's end): for each run,
+    its row's bars as (x, width) in SVG units, waiting (scheduled to started) and running (started
+    to its end), each at least MIN_BAR wide and inside the plot, so that a run of a moment, or a
+    rerun's run just made at the end of a long axis, still shows; and the axis' ticks."""
     if not runs:
-        return []
+        return {"bars": [], "ticks": [], "height": 0, "axis": 0, "left": PLOT_LEFT, "right": PLOT_RIGHT}
+    left, right = PLOT_LEFT, width - (TIMELINE_WIDTH - PLOT_RIGHT)
+    plot = right - left
     start: int = runs[0]["times"]["at"]
-    span: int = max(1, max(r["times"]["to"] for r in runs) - start)
+    end: int = max(r["times"]["to"] for r in runs)
+    span: int = max(1, end - start)
 
     def x(ms: int) -> int:
-        return round((ms - start) * width / span)
+        return left + round((ms - start) * plot / span)
+
+    def bar(x0: int, x1: int) -> tuple[int, int]:
+        wide = max(MIN_BAR, x1 - x0)
+        return min(x0, right - wide), wide
 
     bars = []
-    for r in runs:
+    for row, r in enumerate(runs):
         t = r["times"]
         begun = t["from"] if t["from"] is not None else t["to"]
-        bars.append(
-            {
-                "runId": r["runId"],
-                "state": r["state"],
-                "wait": (x(t["at"]), max(1, x(begun) - x(t["at"]))),
-                "run": (x(begun), max(1, x(t["to"]) - x(begun))) if t["from"] is not None else None,
-            }
-        )
-    return bars
+        wait = bar(x(t["at"]), x(begun))
+        ran = bar(max(x(begun), wait[0] + wait[1]), x(t["to"])) if t["from"] is not None else None
+        bars.append({"runId": r["runId"], "state": r["state"], "y": row * ROW + 4, "wait": wait, "run": ran})
+    axis = len(runs) * ROW + 6
+    ticks = [
+        {
+            "x": x(at),
+            "label": label,
+            "anchor": "start" if x(at) < left + 24 else "end" if x(at) > right - 24 else "middle",
+        }
+        for at, label in axis_ticks(start, end)
+    ]
+    return {"bars": bars, "ticks": ticks, "height": axis + 22, "axis": axis, "left": left, "right": right}
 
 
 async def _artifacts(ui: UI, request: Request, task_id: str) -> tuple[dict[int, list[dict[str, Any]]], bool]:
@@ -158,7 +196,7 @@ async def task_page(ui: UI, request: Request) -> Response:
     params = {"taskId": task_id}
     definition = cast(TaskDefinition, await access.read(ui, request, calls.route("task"), params))
     status = cast(StatusAnswer, await access.read(ui, request, calls.route("status"), params))["status"]
-    run_id = _chosen_run(request, status["runs"])
+    run_id = chosen_run(request, status["runs"])
     log = None
     if run_id is not None:
         run_state = status["runs"][run_id]["state"]

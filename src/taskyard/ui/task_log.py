@@ -43,6 +43,8 @@ class Log:
     shown: int  # bytes of it shown
     note: str  # why nothing is shown, or empty
     stream: str = ""  # the live stream's signed URL (a path of this server), when `html` was read from it
+    first_line: int | None = 1  # the number of the first line shown in the whole log (None: unknown)
+    data: bytes = b""  # the shown part's bytes (the log page numbers its lines)
 
     @property
     def hidden(self) -> int:
@@ -96,4 +98,16 @@ async def read(ui: UI, request: Request, task_id: str, run_id: int, state: str, 
     if found.note:
         return note(found.note)
     shown = ansi.bytes_to_html(found.data)
-    return Log(run_id, name, url, running, shown, found.total, len(found.data), "", found.stream)
+    return Log(
+        run_id,
+        name,
+        url,
+        running,
+        shown,
+        found.total,
+        len(found.data),
+        "",
+        found.stream,
+        found.first_line,
+        found.data,
+    )

@@ -228,12 +228,13 @@ SELECT e->>0, $1, (e->>1)::integer, e->>2, e->>3, (e->>4)::integer, (e->>4)::int
 
 -- name: ui_group_tasks
 -- The web UI's group page: what its table shows of each task of a group, and nothing more:
--- id, state, name, how many runs, the last run's start, end and worker.
+-- id, state, name, how many runs, the last run's start, end, worker and reasonResolved.
 -- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
 -- to json.
 SELECT t.task_id, t.state, t.definition::json #>> '{metadata,name}' AS name, json_array_length(r.runs) AS runs,
        r.runs -> -1 ->> 'started' AS started, r.runs -> -1 ->> 'resolved' AS resolved,
-       r.runs -> -1 ->> 'workerGroup' AS worker_group, r.runs -> -1 ->> 'workerId' AS worker_id
+       r.runs -> -1 ->> 'workerGroup' AS worker_group, r.runs -> -1 ->> 'workerId' AS worker_id,
+       r.runs -> -1 ->> 'reasonResolved' AS reason
   FROM tasks t CROSS JOIN LATERAL (SELECT t.runs::json AS runs) r
  WHERE t.task_group_id = $1 ORDER BY t.task_id
 

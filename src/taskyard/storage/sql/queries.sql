@@ -663,8 +663,10 @@ DELETE FROM ui_sessions
  WHERE session_hash IN (SELECT session_hash FROM ui_sessions WHERE expires < $1 LIMIT $2)
 
 -- name: ui_task_artifacts
--- The task page's artifacts: every run's, the latest run's first (bounded by $2).
-SELECT run_id, name, storage_type, content_type, expires, details, present FROM artifacts
+-- The task page's artifacts: every run's, the latest run's first (bounded by $2); `uploading`: an
+-- s3 artifact whose upload this server has not recorded (its token is still open).
+SELECT run_id, name, storage_type, content_type, expires, details, present,
+       upload_token IS NOT NULL AS uploading FROM artifacts
  WHERE task_id = $1
  ORDER BY run_id DESC, name
  LIMIT $2

@@ -160,12 +160,13 @@ SELECT json_extract(value, '$[0]'), $1, json_extract(value, '$[1]'), json_extrac
 
 -- name: ui_group_tasks
 -- The web UI's group page: what its table shows of each task of a group, and nothing more:
--- id, state, name, how many runs, the last run's start, end and worker.
+-- id, state, name, how many runs, the last run's start, end, worker and reasonResolved.
 -- differs: JSON paths: SQLite's '$.a' and '$[#-1]', PostgreSQL's #>> '{a}' and -> -1 on text cast
 -- to json.
 SELECT task_id, state, definition ->> '$.metadata.name' AS name, json_array_length(runs) AS runs,
        runs ->> '$[#-1].started' AS started, runs ->> '$[#-1].resolved' AS resolved,
-       runs ->> '$[#-1].workerGroup' AS worker_group, runs ->> '$[#-1].workerId' AS worker_id
+       runs ->> '$[#-1].workerGroup' AS worker_group, runs ->> '$[#-1].workerId' AS worker_id,
+       runs ->> '$[#-1].reasonResolved' AS reason
   FROM tasks WHERE task_group_id = $1 ORDER BY task_id
 
 -- name: ui_group_graph
