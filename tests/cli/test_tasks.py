@@ -70,6 +70,18 @@ def test_create_refuses_bad_files(server: Server, cli: Run, tmp_path: Path) -> N
     assert "not valid YAML" in cli("task", "create", str(bad_yaml), status=2).stderr
 
 
+def test_create_prints_every_problem_of_the_body_one_per_line(cli: Run, tq: str, tmp_path: Path) -> None:
+    """As the web form lists them: not the first alone, the rest only with --verbose."""
+    bad = {"taskQueueId": tq, "payload": {}, "priority": "urgent", "retries": 1000, "requires": "sometimes"}
+    err = cli("task", "create", write(tmp_path / "bad.json", bad), status=1).stderr
+    assert err.splitlines() == [
+        "taskyard: body has 3 problems:",
+        "taskyard: - body.requires must be one of: all-completed, all-resolved",
+        "taskyard: - body.priority must be one of: highest, very-high, high, medium, low, very-low, lowest",
+        "taskyard: - body.retries must be at most 49",
+    ]
+
+
 def test_create_from_yaml(server: Server, cli: Run, tq: str, tmp_path: Path) -> None:
     path = tmp_path / "from-yaml.yml"
     path.write_text(

@@ -44,15 +44,18 @@ def explain(exc: Refused, client_id: str, *, verbose: bool = False) -> str:
 
 
 def summary(exc: Refused) -> str:
-    """The message without its `---` details block; a scope expression on one line."""
+    """The message without its `---` details block; a scope expression on one line; a list of
+    problems (a 400's `body has N problems:`) whole, one per line."""
     message = exc.message.split("\n---", 1)[0].strip()
     bad = _BAD_PARAMETER.fullmatch(message)
     if bad is not None and bad.group(1) in RULES:
         return not_an_id(bad.group(1), bad.group(2))
     if exc.code == "InsufficientScopes":
         return _missing_scopes(message)
-    lines = [line for line in message.splitlines() if line.strip()]
-    return " ".join(line.strip() for line in lines[:2]) or f"HTTP {exc.status}"
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and all(line.startswith("- ") for line in lines[1:]):
+        return "\n".join(lines)  # `body has 3 problems:`, then every one, as the web form lists them
+    return " ".join(lines[:2]) or f"HTTP {exc.status}"
 
 
 def not_an_id(name: str, value: str) -> str:
