@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from taskyard.model.client_errors import Refused
+from taskyard.model.client_errors import scope_expression as expression
 
 # `URL parameter taskId 'abc' must match ^...$`: what the queue says of an id that is not a slugid.
 _BAD_PARAMETER = re.compile(r"URL parameter (\w+) '(.*)' must match \^.*\$", re.DOTALL)
@@ -90,17 +89,3 @@ def _missing_scopes(message: str) -> str:
         return f"{head}: {expression(missing)}"
     head = head.removesuffix(" the following scopes").removesuffix(" and is missing")
     return f"{head}; it lacks {expression(missing)}"
-
-
-def expression(value: Any, *, nested: bool = False) -> str:
-    """A scope expression as words: `a and (b or c)`."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and len(value) == 1:
-        ((kind, items),) = value.items()
-        if kind in ("AllOf", "AnyOf") and isinstance(items, list):
-            if not items:
-                return "nothing" if kind == "AllOf" else "an impossible scope"
-            joined = (" and " if kind == "AllOf" else " or ").join(expression(i, nested=True) for i in items)
-            return f"({joined})" if nested and len(items) > 1 else joined
-    return json.dumps(value, separators=(",", ":"))
