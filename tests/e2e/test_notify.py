@@ -373,7 +373,9 @@ def test_a_notification_is_sent_once_after_a_kill_9_before_sending(
         controller.stop()
 
 
-def test_a_pools_owner_hears_of_its_errors_when_it_asks(server: Server, inbox: tuple[Inbox, int], tq: str) -> None:
+def test_a_pools_owner_hears_of_its_errors_when_it_asks(
+    server: Server, inbox: tuple[Inbox, int], tq: str
+) -> None:
     box, _ = inbox
     wm = taskcluster.WorkerManager(server.options())
     owner, quiet = address(), address()
