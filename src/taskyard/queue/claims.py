@@ -239,6 +239,9 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> Reclaimed:
     rec = (await service.transition(q, task_id, step)).record
     run = rec.runs[run_id]
     worker = (run["workerGroup"], run["workerId"])
+    # A busy worker claims nothing for as long as its tasks run: its reclaims keep its
+    # lastDateActive (at most one write a minute per worker and process).
+    await workers.seen(q, rec.task_queue_id, worker)
     return _reclaim_body(q, rec, run_id, worker)
 
 

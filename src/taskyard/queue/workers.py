@@ -185,6 +185,9 @@ async def seen_tx(
         quarantine_details=row["quarantine_details"] if row else "[]",
         recent_tasks=service.dumps(recent),
     )
+    # `seen()` (claimWork's start, reclaims) need not write again within the minute.
+    key = f"{task_queue_id}/{worker[0]}/{worker[1]}"
+    tx.after_commit(lambda: q.seen_writes.__setitem__(key, now))
 
 
 async def task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
