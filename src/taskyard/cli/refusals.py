@@ -17,6 +17,10 @@ from taskyard.model.client_errors import scope_expression as expression
 # `URL parameter taskId 'abc' must match ^...$`: what the queue says of an id that is not a slugid.
 _BAD_PARAMETER = re.compile(r"URL parameter (\w+) '(.*)' must match \^.*\$", re.DOTALL)
 SLUGID_RULE = "22 characters of A-Z a-z 0-9 - _, like `taskyard slugid` prints"
+# The form of an id (the rule above): one of it that the server refuses is one no task can have.
+SLUGID_FORM = re.compile(r"[A-Za-z0-9_-]{22}")
+# What each id names, for `... does not exist`.
+NAMED = {"taskId": "task", "taskGroupId": "task group", "taskGraphId": "task graph"}
 QUEUE_RULE = (
     "provisionerId/workerType: 1-38 of A-Z a-z 0-9 - _, then / and 1-38 of a-z 0-9 -, "
     "starting with a letter, not ending with -"
@@ -48,7 +52,11 @@ def summary(exc: Refused) -> str:
     message = exc.message.split("\n---", 1)[0].strip()
     bad = _BAD_PARAMETER.fullmatch(message)
     if bad is not None and bad.group(1) in RULES:
-        return not_an_id(bad.group(1), bad.group(2))
+        name, value = bad.group(1), bad.group(2)
+        if name in NAMED and SLUGID_FORM.fullmatch(value):
+            # The form of an id, not a slugid the queue gives: no such task (group, graph) exists.
+            return f"{NAMED[name]} {value} does not exist"
+        return not_an_id(name, value)
     if exc.code == "InsufficientScopes":
         return _missing_scopes(message)
     lines = [line.strip() for line in message.splitlines() if line.strip()]

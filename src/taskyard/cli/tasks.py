@@ -75,7 +75,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
     create.add_argument(
         "--task-group-id",
-        type=task_group_id,
+        type=new_task_group_id,
         help="the task's group (default: the file's, else its own taskId)",
     )
     create.set_defaults(handler=create_task)
@@ -123,11 +123,23 @@ def _slugid(text: str) -> str:
 
 
 def task_id(text: str) -> str:
-    """An argparse type: a slugid, else `'abc' is not a taskId (22 characters of ...)`."""
-    return _slugid(text)
+    """An argparse type for a task to look up: 22 characters of a slugid's alphabet, else `'abc'
+    is not a taskId (22 characters of ...)`. One of that form that no task can have (not a v4
+    slugid) is the server's to refuse, and is said not to exist (`refusals.summary`)."""
+    if not refusals.SLUGID_FORM.fullmatch(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskId", text))
+    return text
 
 
 def task_group_id(text: str) -> str:
+    """As `task_id`, for a task group to look up."""
+    if not refusals.SLUGID_FORM.fullmatch(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
+    return text
+
+
+def new_task_group_id(text: str) -> str:
+    """A task group id to create tasks in: a slugid."""
     if not slugid.is_valid(text):
         raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
     return text
