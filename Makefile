@@ -1,5 +1,6 @@
 # The two commands a newcomer needs are `make up` and `make test`. `up` installs only what
-# running taskyard needs; `test`, `check`, `lint`, `fmt`, `bench`, `chaos` and `install` add the
+# running taskyard needs, and TaskCluster's Python client (the `client` extra, which the README's
+# example uses); `test`, `check`, `lint`, `fmt`, `bench`, `chaos` and `install` add the
 # development extras. `test` is the whole suite and CI's command; `check` is the edit-test loop's
 # tier (lint, then the tests that run in one process on SQLite; under 2 minutes, see below).
 # `chaos` is the fault campaign (bench/chaos.py: kills and restarts under load, on both
@@ -105,8 +106,8 @@ chaos: $(STAMP)
 # The development lock first (everything), then the runtime one at the same versions.
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || ($(PYTHON) -m venv $(LOCK_VENV) && $(LOCK_VENV)/bin/pip install --quiet '$(PIP_TOOLS)')
-	$(COMPILE) $(UPGRADE_FLAGS) --extra dev -o $(DEV_LOCK) pyproject.toml
-	$(COMPILE) --upgrade --constraint $(DEV_LOCK) -o $(LOCK) pyproject.toml
+	$(COMPILE) $(UPGRADE_FLAGS) --extra dev --extra client -o $(DEV_LOCK) pyproject.toml
+	$(COMPILE) --upgrade --extra client --constraint $(DEV_LOCK) -o $(LOCK) pyproject.toml
 
 clean:
 	rm -rf $(VENV) bench/.peers-venv .pytest_cache .mypy_cache .ruff_cache

@@ -51,7 +51,7 @@ def test_the_development_targets_install_the_dev_extras(target: str) -> None:
 def test_make_lock_writes_the_development_lock_then_the_runtime_one_at_its_versions() -> None:
     lock = commands("lock")
     assert "pip install --quiet 'pip-tools==" in lock  # the resolver's version is pinned too
-    dev = lock.index("--extra dev -o requirements-dev.lock pyproject.toml")
+    dev = lock.index("-o requirements-dev.lock pyproject.toml")
     runtime = lock.index("--constraint requirements-dev.lock -o requirements.lock pyproject.toml")
     assert dev < runtime
     assert lock.count("--generate-hashes") == 2
@@ -109,6 +109,17 @@ def test_the_lock_files_hold_every_declared_dependency_at_one_version() -> None:
     assert declared(project["dependencies"]) | build <= runtime.keys(), "run `make lock`"
     assert declared(project["optional-dependencies"]["dev"]) | runtime.keys() <= dev.keys(), "run `make lock`"
     assert {name: dev[name] for name in runtime} == runtime  # the same versions in both
+
+
+def test_make_up_installs_taskclusters_client_for_the_readmes_example() -> None:
+    """The README's client example runs after `make up` alone: `taskcluster` is in the runtime lock."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    runtime = locked("requirements.lock")
+    assert "taskcluster" in declared(extras["client"])
+    assert declared(extras["client"]) <= runtime.keys(), "run `make lock`"
+    lock = commands("lock")
+    assert "--extra dev --extra client -o requirements-dev.lock" in lock
+    assert "--extra client --constraint requirements-dev.lock -o requirements.lock" in lock
 
 
 def test_make_chaos_runs_the_fault_campaign_then_the_fuzzer_at_a_higher_count() -> None:

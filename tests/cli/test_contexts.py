@@ -56,10 +56,42 @@ def test_contexts_are_saved_0600_and_used_after_flags_and_variables(
 
     # The context's credentials never go to another root URL (here the same server, named apart).
     other_name = server.root_url.replace("127.0.0.1", "localhost")
-    elsewhere = run(
-        {**env, "TASKCLUSTER_ROOT_URL": other_name}, "task", "status", task_id, "--context", "here"
-    )
+    elsewhere = run(env, "task", "status", task_id, "--context", "here", "--root-url", other_name)
     assert elsewhere.returncode == 1 and "requires Taskcluster credentials" in elsewhere.stderr
+
+
+def test_an_explicit_context_wins_over_the_variables_before_or_after_the_command(
+    server: Server, tmp_path: Path, tq: str
+) -> None:
+    """`--context NAME` is what the user pointed the command at: the exported TASKCLUSTER_*
+    variables (here the root client's) do not override it, and it may come before the command."""
+    env = config_env(tmp_path)
+    task_id = create(server.client(), tq)
+    wrong = {**environment(server), "TASKCLUSTER_ACCESS_TOKEN": "wrong"}
+    assert run({**env, **wrong}, "config", "set-context", "w2").returncode == 0
+    assert run({**env, **environment(server)}, "config", "set-context", "good").returncode == 0
+    root = {**env, **environment(server)}
+    for args in (
+        ["task", "status", task_id, "--context", "w2"],
+        ["--context", "w2", "task", "status", task_id],
+    ):
+        as_w2 = run(root, *args)
+        assert as_w2.returncode == 1 and "TASKCLUSTER_ACCESS_TOKEN" in as_w2.stderr, (args, as_w2.stderr)
+    exported_wrong = {**env, **wrong}
+    for args in (["task", "status", task_id, "--context", "good"], ["--context", "good", "queue", "list"]):
+        as_good = run(exported_wrong, *args)
+        assert as_good.returncode == 0, (args, as_good.stderr)
+    # The command's own --context, after it, wins over the one before it.
+    assert run(root, "--context", "w2", "task", "status", task_id, "--context", "good").returncode == 0
+    # Flags still win over the context.
+    flagged = run(
+        root, "--context", "good", "task", "status", task_id, "--client-id", "x", "--access-token", "x"
+    )
+    assert flagged.returncode == 1 and "TASKCLUSTER_CLIENT_ID" in flagged.stderr
+    refused = run(env, "--context", "good", "slugid")
+    assert (
+        refused.returncode == 2 and "--context applies only to commands that call the API" in refused.stderr
+    )
 
 
 def test_signin_makes_temporary_credentials_that_work(server: Server, tmp_path: Path, tq: str) -> None:

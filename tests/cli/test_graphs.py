@@ -49,6 +49,31 @@ def test_submit_a_labelled_graph_follow_it_and_inspect_it(
     answer = json.loads(cli("graph", "inspect", graph_id, "--json").stdout)
     assert answer["metadata"]["name"] == "nightly"
     assert [t["label"] for t in answer["tasks"]] == ["build", "test"]
+    made = server.client().task(answer["tasks"][1]["taskId"])["metadata"]
+    assert made["name"] == "test"  # its label, not the file's name
+    assert made["description"] == "task test of graph nightly.yml, submitted with `taskyard graph submit`"
+
+
+def test_a_graph_with_a_cycle_and_unknown_labels_is_refused_naming_every_problem(
+    server: Server, cli: Run, tq: str, tmp_path: Path
+) -> None:
+    """One 400 naming every problem: the cycle and the unknown label do not hide the tasks' own."""
+    bad_task = {**task(tq, "true"), "priority": "urgent"}
+    graph = {
+        "scopes": SCOPES,
+        "tasks": {
+            "a": {"requires": ["b"], "task": task(tq, "true")},
+            "b": {"requires": ["a", "nowhere"], "task": task(tq, "true")},
+            "c": {"task": bad_task},
+        },
+    }
+    path = tmp_path / "tangled.yml"
+    path.write_text(yaml.safe_dump(graph))
+    err = cli("graph", "submit", str(path), status=1).stderr.splitlines()
+    assert err[0] == "taskyard: Errors found in task nodes:", err
+    assert "taskyard: - task b: requires label 'nowhere', which is not in the graph" in err
+    assert "taskyard: - the requirements form a cycle: a -> b -> a" in err
+    assert any(line.startswith("taskyard: - task c: ") and "priority" in line for line in err), err
 
 
 def test_status_exits_1_for_a_blocked_graph(
@@ -67,7 +92,8 @@ def test_status_exits_1_for_a_blocked_graph(
     graph_id = cli("graph", "submit", str(path), "--graph-id", slugid.nice()).stdout.strip()
     assert f"{graph_id} blocked" in cli("graph", "status", graph_id, "--interval", "0.2", status=1).stdout
     rows = cli("graph", "inspect", graph_id).stdout
-    assert f"failing  {a}  failed" in rows and f"failing  {b}  unscheduled  0            failing" in rows
+    # A task of the list form without a label is named by its taskId.
+    assert f"{a}  {a}  failed" in rows and f"{b}  {b}  unscheduled  0            {a}" in rows
 
 
 def test_submit_refuses_bad_files(server: Server, cli: Run, tmp_path: Path) -> None:

@@ -6,12 +6,15 @@ import os
 import select
 import signal
 import subprocess
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
 from taskyard.cli.main import EXIT_CLOSED_PIPE, EXIT_INTERRUPTED
 from tests.cli.helpers import environment
-from tests.e2e.conftest import TASKYARD, Server
+from tests.e2e.conftest import TASKYARD, Server, start_server
 from tests.e2e.helpers import create
 
 pytestmark = pytest.mark.slow
@@ -58,3 +61,36 @@ def test_a_reader_that_closed_the_pipe_ends_the_command_quietly(server: Server, 
     _, err = reader_gone.communicate(timeout=60)
     assert reader_gone.returncode == EXIT_CLOSED_PIPE
     assert err == b""
+
+
+@pytest.mark.parametrize("command", ["serve", "up"])
+def test_ctrl_c_ends_a_waiting_claimwork_at_once_rather_than_waiting_it_out(
+    tmp_path: Path, command: str
+) -> None:
+    """An idle server stops at once: a claimWork long poll (here one of 10 minutes) answers no
+    tasks when Ctrl-C comes, instead of holding the shutdown for the rest of its wait. (How long a
+    stop takes is bench/stop.py's to measure; here, only that it ends.)"""
+    db = f"sqlite:///{tmp_path / 'data' / 'taskyard.sqlite3'}"
+    server = start_server(db, tmp_path / "data", claim_work_timeout=600, command=command)
+    try:
+        answered: list[object] = []
+        queue = server.client()
+
+        def poll() -> None:
+            answered.append(queue.claimWork("idle/queue", {"workerGroup": "g", "workerId": "w", "tasks": 1}))
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        # claimWork records its worker before it waits.
+        give_up = time.monotonic() + 30
+        while not queue.listWorkers("idle", "queue")["workers"]:
+            assert time.monotonic() < give_up, "the long poll never began"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGINT)
+        server.process.wait(timeout=60)  # the old server waited out the whole 600 s poll
+        poller.join(timeout=10)
+        assert answered == [{"tasks": []}]
+    finally:
+        server.stop()

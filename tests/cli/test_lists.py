@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import requests
 import yaml
 
 from tests.cli.helpers import Run, environment
@@ -78,6 +79,39 @@ def test_queue_worker_and_group_lists(server: Server, cli: Run, tq: str) -> None
     ]
     groups = {g["taskGroupId"]: g for g in json.loads(cli("group", "list", "--json").stdout)}
     assert (groups[group]["pending"], groups[group]["running"]) == (1, 1)
+
+
+def test_a_queue_no_worker_polled_is_listed_and_its_tasks_counted(server: Server, cli: Run, tq: str) -> None:
+    """`queue list` and `group list` see the tasks of a queue no worker has asked for work yet,
+    as the dashboard does (its counts are /metrics' own, compared here)."""
+    queue = server.client()
+    group, unpolled = slug(), f"{tq}-new"
+    for _ in range(3):
+        create(queue, unpolled, taskGroupId=group)
+    create(queue, tq, taskGroupId=group)
+    claim_one(queue, tq)
+    groups = {g["taskGroupId"]: g for g in json.loads(cli("group", "list", "--json").stdout)}
+    assert (groups[group]["pending"], groups[group]["running"]) == (3, 1)
+    queues = {q["taskQueueId"]: q for q in json.loads(cli("queue", "list", "-o", "json").stdout)}
+    assert unpolled in queues, sorted(queues)
+    assert (queues[unpolled]["pendingTasks"], queues[unpolled]["claimedTasks"]) == (3, 0)
+    metrics = requests.get(f"{server.root_url}/metrics", timeout=10).text
+    assert f'taskyard_pending_tasks{{task_queue_id="{unpolled}"}} 3.0' in metrics
+
+
+def test_worker_list_shows_what_each_worker_runs(server: Server, cli: Run, tq: str) -> None:
+    queue = server.client()
+    made = {create(queue, tq) for _ in range(3)}
+    claims = queue.claimWork(tq, {**WORKER, "tasks": 3})["tasks"]
+    assert {c["status"]["taskId"] for c in claims} == made
+    shown = cli("worker", "list", "--task-queue-id", tq).stdout.splitlines()
+    assert shown[0].split() == ["TASK", "QUEUE", "WORKER", "RUNNING", "LAST", "ACTIVE", "LATEST", "TASK"]
+    assert shown[1].split()[:3] == [tq, f"{WORKER['workerGroup']}/{WORKER['workerId']}", "3"]
+    wide = cli("worker", "list", "--task-queue-id", tq, "-o", "wide").stdout
+    assert "RUNS (CLAIMED)" in wide and "FIRST CLAIM" in wide and "QUARANTINED" in wide
+    assert all(f"{task_id}/0 (" in wide for task_id in made), wide
+    listed = json.loads(cli("worker", "list", "--task-queue-id", tq, "--json").stdout)
+    assert {r["taskId"] for r in listed[0]["running"]} == made
 
 
 def test_create_from_standard_input_into_a_group(server: Server, tq: str) -> None:

@@ -70,6 +70,43 @@ def test_create_refuses_bad_files(server: Server, cli: Run, tmp_path: Path) -> N
     assert "not valid YAML" in cli("task", "create", str(bad_yaml), status=2).stderr
 
 
+def test_create_prints_every_problem_of_the_body_one_per_line(cli: Run, tq: str, tmp_path: Path) -> None:
+    """As the web form lists them: not the first alone, the rest only with --verbose."""
+    bad = {"taskQueueId": tq, "payload": {}, "priority": "urgent", "retries": 1000, "requires": "sometimes"}
+    err = cli("task", "create", write(tmp_path / "bad.json", bad), status=1).stderr
+    assert err.splitlines() == [
+        "taskyard: body has 3 problems:",
+        "taskyard: - body.requires must be one of: all-completed, all-resolved",
+        "taskyard: - body.priority must be one of: highest, very-high, high, medium, low, very-low, lowest",
+        "taskyard: - body.retries must be at most 49",
+    ]
+
+
+def test_an_unscheduled_task_says_what_it_waits_for_or_that_a_failed_dependency_blocks_it(
+    server: Server, cli: Run, tq: str
+) -> None:
+    queue = server.client()
+    first = create(queue, tq)
+    blocked = create(queue, tq, dependencies=[first])
+    waiting = cli("task", "status", blocked).stdout
+    assert (
+        f"task {blocked} is unscheduled: it waits for 1 of its 1 dependencies to complete: {first} (pending)"
+        in waiting
+    )
+    claim = claim_one(queue, tq)
+    assert claim["status"]["taskId"] == first
+    worker_queue(server, claim).reportFailed(first, 0)
+    deadline = queue.task(blocked)["deadline"]
+    said = (
+        f"task {blocked} is blocked: its dependency {first} failed and it requires all-completed, so it "
+        f"will never run; it stays unscheduled until its deadline, {deadline}, then resolves exception "
+        "(deadline-exceeded)"
+    )
+    assert said in cli("task", "status", blocked).stdout
+    log = cli("task", "log", blocked, status=1).stderr
+    assert f"taskyard: task {blocked} has no log yet: {said.removeprefix(f'task {blocked} ')}" in log, log
+
+
 def test_create_from_yaml(server: Server, cli: Run, tq: str, tmp_path: Path) -> None:
     path = tmp_path / "from-yaml.yml"
     path.write_text(

@@ -119,7 +119,7 @@ def test_a_worker_with_a_wrong_token_stops_with_a_clear_message(
     finally:
         worker.stop()
     said = worker.log_path.read_text()
-    assert f"refused claimWork 3 times for client '{ROOT_CLIENT_ID}'" in said
+    assert f"refused claimWork for client '{ROOT_CLIENT_ID}'" in said  # at start-up: the first refusal
     assert "TASKCLUSTER_ACCESS_TOKEN" in said.splitlines()[-1]
 
 

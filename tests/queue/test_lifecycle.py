@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
+from taskyard.model import dates
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound
 from taskyard.model.guard import ALLOW_ALL
-from taskyard.queue import claims, resolvers, tasks
+from taskyard.queue import claims, resolvers, tasks, workers
 from taskyard.queue.service import Queue
 from tests.conftest import FakeClock, Published
 from tests.queue.helpers import definition, new_id
@@ -260,3 +261,17 @@ async def test_claim_work_wakes_on_new_task(queue: Queue, clock: FakeClock) -> N
 
 async def test_claim_work_times_out_empty(queue: Queue) -> None:
     assert await claims.claim_work(queue, TQ, WORKER, 1) == []
+
+
+async def test_a_busy_worker_s_reclaims_keep_it_active(queue: Queue, clock: FakeClock) -> None:
+    """A worker at full capacity calls no claimWork: its reclaims record it active (at most once
+    a minute), so `worker list` does not show it idle for as long as its tasks run."""
+    task_id = await create(queue, clock)
+    await claim_one(queue)
+    claimed_at = clock.now
+    clock.advance(30)
+    await claims.reclaim_task(queue, task_id, 0)  # within the minute of the claim: no write
+    assert (await workers.get_worker(queue, TQ, WORKER))["lastDateActive"] == dates.to_iso(claimed_at)
+    clock.advance(150)
+    await claims.reclaim_task(queue, task_id, 0)
+    assert (await workers.get_worker(queue, TQ, WORKER))["lastDateActive"] == dates.to_iso(clock.now)

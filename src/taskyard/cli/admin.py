@@ -254,13 +254,18 @@ def connection(
     """The deployment and credentials; ConfigError if unusable.
 
     The root URL, and the credentials (client id, access token and certificate, together), each
-    come from the flags, else the TASKCLUSTER_* variables, else the context (`contexts`). With no
+    come from the flags, else the TASKCLUSTER_* variables, else the context (`contexts`); with
+    `--context NAME` given, from the flags, else that context (the variables are not read). With no
     credentials anywhere, the calls are anonymous if `anonymous`, else a ConfigError.
     """
+    # An explicit --context takes the place of the TASKCLUSTER_* variables: a command pointed at a
+    # context runs there, never as whoever the shell's variables name.
+    explicit = getattr(args, "context", None)
+    variables: Mapping[str, str] = {} if explicit else environ
     values = {}
     for flag, variable, _ in CONNECTION:
         given = getattr(args, _dest(flag))
-        values[variable] = given if given is not None else environ.get(variable, "")
+        values[variable] = given if given is not None else variables.get(variable, "")
     credentials = ("TASKCLUSTER_CLIENT_ID", "TASKCLUSTER_ACCESS_TOKEN", "TASKCLUSTER_CERTIFICATE")
     if not values["TASKCLUSTER_ROOT_URL"] or not any(values[v] for v in credentials[:2]):
         context = contexts.context_values(getattr(args, "context", None), environ)

@@ -1,7 +1,7 @@
 """`taskyard api SERVICE METHOD [ARGS] [--input FILE]`: any API call by its TaskCluster name.
 
-The methods come from the server's own route tables (`api.app.service_tables`), so every route
-the server has is callable and none that it lacks. ARGS fill the path's parameters in order;
+The methods are the server's own, read from this taskyard's route tables, so every route the
+server has is callable and none that it lacks. ARGS fill the path's parameters in order;
 `--query KEY=VALUE` adds query parameters; `--input FILE` (`-` for standard input) is the JSON
 body. The call is signed with the current credentials and its JSON answer printed. Without
 METHOD, the service's methods are listed.
@@ -20,6 +20,11 @@ from taskyard.cli import http, output
 from taskyard.cli.tasks import Result
 
 _PARAMETER = re.compile(r"{(\w+)(?::\w+)?}")
+# The services, by the name in `/api/<service>/v1/` (tests/cli/test_lists.py holds this to the
+# server's tables); named here so that `--help` needs none of the server's modules.
+SERVICES = ("auth", "events", "hooks", "index", "notify", "queue", "scheduler", "secrets", "worker-manager")
+# Methods that stream rather than answer JSON: the command that follows each.
+STREAMS = {("events", "stream"): "taskyard events tail"}
 
 
 def add_command(commands: Any, connection: argparse.ArgumentParser) -> None:
@@ -29,7 +34,9 @@ def add_command(commands: Any, connection: argparse.ArgumentParser) -> None:
         help="call any API method by its TaskCluster name",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    api.add_argument("service", metavar="SERVICE", help="queue or auth: the service's name in its URL")
+    api.add_argument(
+        "service", metavar="SERVICE", help=f"the service's name in its URL: {', '.join(SERVICES)}"
+    )
     api.add_argument("method", metavar="METHOD", nargs="?", help="like createTask (omit it to list them)")
     api.add_argument("args", metavar="ARG", nargs="*", help="the path's parameters, in order")
     api.add_argument("--input", metavar="FILE", help="the request body, JSON (- for standard input)")
@@ -40,9 +47,11 @@ def add_command(commands: Any, connection: argparse.ArgumentParser) -> None:
 
 
 def tables() -> dict[str, list[Any]]:
-    from taskyard.api.app import service_tables  # the server's modules, only when `api` runs
+    # The server's modules, only when `api` runs.
+    from taskyard.api import events_v1
+    from taskyard.api.tables import service_tables
 
-    return service_tables()
+    return {**service_tables(), "events": events_v1.ROUTES}
 
 
 def parameters(path: str) -> list[str]:
@@ -56,7 +65,13 @@ def call(connection: http.Connection, args: argparse.Namespace) -> Result:
     routes = {r.name: r for r in known[args.service]}
     if args.method is None:
         rows = [
-            f"{r.name} {' '.join(f'<{p}>' for p in parameters(r.path))}".rstrip() for r in routes.values()
+            f"{r.name} {' '.join(f'<{p}>' for p in parameters(r.path))}".rstrip()
+            + (
+                f"  (a stream: follow it with `{STREAMS[args.service, r.name]}`)"
+                if (args.service, r.name) in STREAMS
+                else ""
+            )
+            for r in routes.values()
         ]
         return Result([r.name for r in routes.values()], "\n".join(rows))
     route = routes.get(args.method)
@@ -64,6 +79,9 @@ def call(connection: http.Connection, args: argparse.Namespace) -> Result:
         raise http.Failed(
             f"{args.service} has no method {args.method}: `taskyard api {args.service}` lists them"
         )
+    follow = STREAMS.get((args.service, args.method))
+    if follow is not None:
+        raise http.Failed(f"{args.method} is a stream, not a JSON answer: follow it with `{follow}`")
     names = parameters(route.path)
     if len(args.args) != len(names):
         wanted = " ".join(f"<{n}>" for n in names) or "no arguments"

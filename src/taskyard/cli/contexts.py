@@ -8,8 +8,9 @@ The file is `$TASKYARD_CONFIG`, else `$XDG_CONFIG_HOME/taskyard/config.yaml`, el
       local: {rootUrl: http://127.0.0.1:8080, clientId: static/taskyard/root, accessToken: ...}
 
 Each connection setting comes from, in this order: its flag (`--root-url` ...), its TASKCLUSTER_*
-variable, then the context (`--context NAME`, else TASKYARD_CONTEXT, else the file's
-current-context); a context's credentials (client id, access token, certificate) go only with
+variable, then the context (TASKYARD_CONTEXT, else the file's current-context); with `--context
+NAME` (before or after the command), from its flag, then that context, whatever the variables
+say. A context's credentials (client id, access token, certificate) go only with
 its own root URL. Without a client id and access token anywhere, calls are made without
 credentials: what the API allows anonymously (public artifacts, pings) works.
 """

@@ -61,9 +61,9 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
     graph = dict(body)
     tasks_in = graph.get("tasks")
     if isinstance(tasks_in, list):
-        graph["tasks"] = [_node_defaults(n, path, now) for n in tasks_in]
+        graph["tasks"] = [_node_defaults(n, path, now, _list_label(n)) for n in tasks_in]
     elif isinstance(tasks_in, dict):
-        graph["tasks"] = {label: _node_defaults(n, path, now) for label, n in tasks_in.items()}
+        graph["tasks"] = {label: _node_defaults(n, path, now, str(label)) for label, n in tasks_in.items()}
     if graph.get("metadata") is None:
         graph["metadata"] = {
             "name": Path(path).stem or "task graph",
@@ -74,10 +74,27 @@ def with_defaults(body: Mapping[str, Any], path: str, now: int) -> dict[str, Any
     return graph
 
 
-def _node_defaults(node: object, path: str, now: int) -> object:
+def _list_label(node: object) -> str | None:
+    if not isinstance(node, dict):
+        return None
+    label = node.get("label") or node.get("taskId")
+    return label if isinstance(label, str) else None
+
+
+def _node_defaults(node: object, path: str, now: int, label: str | None) -> object:
+    """The node with its task's defaults: named after its label (not the file), described as a
+    task of the graph."""
     if not isinstance(node, dict) or not isinstance(node.get("task"), dict):
         return node  # the server says what is wrong with it
-    return {**node, "task": tasks.with_defaults(node["task"], path, now)}
+    task = dict(node["task"])
+    metadata = task.get("metadata")
+    if label is not None and (metadata is None or isinstance(metadata, dict)):
+        task["metadata"] = {
+            "name": label,
+            "description": f"task {label} of graph {Path(path).name}, submitted with `taskyard graph submit`",
+            **(metadata or {}),
+        }
+    return {**node, "task": tasks.with_defaults(task, path, now)}
 
 
 def submit_graph(connection: http.Connection, args: argparse.Namespace) -> Result:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from taskyard.cli import admin, http
-from taskyard.cli.tasks import Result, task_id
+from taskyard.cli.tasks import Result, _slugid
 from taskyard.model import dates, schema
 from taskyard.model.errors import ConfigError
 
@@ -37,7 +37,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     listing.set_defaults(handler=list_namespace)
     insert = actions.add_parser("insert", parents=[common], help="index a task at a path")
     insert.add_argument("path", metavar="PATH")
-    insert.add_argument("task_id", metavar="TASKID", type=task_id)
+    insert.add_argument("task_id", metavar="TASKID", type=_slugid)
     insert.add_argument("--rank", type=int, default=0, help="a higher rank is never replaced by a lower one")
     insert.add_argument(
         "--expires", metavar="DATE", help=f"an RFC 3339 date (default: in {DEFAULT_EXPIRY_DAYS} days)"

@@ -249,21 +249,76 @@ def list_workers(connection: http.Connection, args: argparse.Namespace) -> Resul
         provisioner, _, worker_type = queue.partition("/")
         path = f"/provisioners/{http.segment(provisioner)}/worker-types/{http.segment(worker_type)}/workers"
         try:
-            found += [{"taskQueueId": queue, **w} for w in pages(connection, path, "workers")]
+            listed = [{"taskQueueId": queue, **w} for w in pages(connection, path, "workers")]
         except Refused as exc:
             if exc.status != 404:
                 raise
+            continue
+        running = _running_by_worker(connection, queue) if listed else {}
+        for w in listed:
+            w["running"] = running.get((w["workerGroup"], w["workerId"]), [])
+        found += listed
     rows = [
         [
             w["taskQueueId"],
             f"{w['workerGroup']}/{w['workerId']}",
+            str(len(w["running"])),
             age(_seconds(now, w.get("lastDateActive", ""))),
             (w.get("latestTask") or {}).get("taskId", "-"),
         ]
         for w in found
     ]
-    header = ["TASK QUEUE", "WORKER", "LAST ACTIVE", "LATEST TASK"]
-    return Result(found, admin.table(header, rows) if rows else "no workers seen")
+    wide = [
+        [
+            *row[:3],
+            ", ".join(
+                f"{r['taskId']}/{r['runId']} ({age(_seconds(now, r['claimed']))})" for r in w["running"]
+            )
+            or "-",
+            row[3],
+            age(_seconds(now, w.get("firstClaim", ""))),
+            _quarantined(now, w.get("quarantineUntil", "")),
+        ]
+        for row, w in zip(rows, found, strict=True)
+    ]
+    # LAST ACTIVE: its last claimWork, claim or reclaim (recorded at most once a minute).
+    header = ["TASK QUEUE", "WORKER", "RUNNING", "LAST ACTIVE", "LATEST TASK"]
+    wide_header = [
+        "TASK QUEUE",
+        "WORKER",
+        "RUNNING",
+        "RUNS (CLAIMED)",
+        "LAST ACTIVE",
+        "FIRST CLAIM",
+        "QUARANTINED",
+    ]
+    none = "no workers seen"
+    return Result(
+        found,
+        admin.table(header, rows) if rows else none,
+        wide=admin.table(wide_header, wide) if rows else none,
+    )
+
+
+def _running_by_worker(
+    connection: http.Connection, queue: str
+) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """The task queue's running runs (listClaimedTasks), by the worker that claimed each."""
+    running: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    try:
+        claimed = list(pages(connection, f"/task-queues/{http.segment(queue)}/claimed", "tasks"))
+    except Refused:  # credentials that may not list them: the workers without their runs
+        return running
+    for entry in claimed:
+        run = {"taskId": entry["taskId"], "runId": entry["runId"], "claimed": entry.get("claimed", "")}
+        running.setdefault((entry["workerGroup"], entry["workerId"]), []).append(run)
+    return running
+
+
+def _quarantined(now: int, until: str) -> str:
+    if not until or dates.parse_iso(until) <= now:
+        return "-"
+    return f"until {until}"
 
 
 def _seconds(now: int, iso: str) -> int | None:

@@ -24,6 +24,7 @@ from taskyard.cli.tasks import (
     open_url,
     status_of,
     task_id,
+    unscheduled_text,
 )
 from taskyard.model import dates
 from taskyard.model.client_errors import Refused
@@ -84,7 +85,7 @@ def waiting_text(connection: http.Connection, status: Any) -> str:
     """Why a task has no log: its dependencies, or no worker has claimed it (and whether one is about)."""
     state, queue = status["state"], status.get("taskQueueId", "?")
     if state == "unscheduled":
-        return "is unscheduled: it waits for its dependencies to complete"
+        return unscheduled_text(connection, status)
     if state != "pending":
         return f"is {state}"
     seen = workers_seen(connection, queue)

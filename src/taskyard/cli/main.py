@@ -61,6 +61,9 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
     parsers, which a server's start would otherwise wait for."""
     top = argparse.ArgumentParser(prog="taskyard", description="TaskCluster's queue, small and fast.")
     top.add_argument("--version", action="version", version=f"taskyard {__version__}")
+    # `taskyard --context w2 queue list`: as after the sub-command (its own dest: a sub-command's
+    # default would overwrite it), for every command that calls the API.
+    top.add_argument("--context", dest="top_context", metavar="NAME", help="as a command's --context")
     commands = top.add_subparsers(dest="command", required=True)
     if command in (None, "serve"):
         serve = commands.add_parser("serve", help="run the queue API and its background resolvers")
@@ -243,10 +246,22 @@ def _main(argv: Sequence[str] | None) -> int:
     args, unknown = parser(command).parse_known_args(argv)
     if unknown:
         args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    _context_before_the_command(args)
     dispatched = _client_command(args)
     if dispatched is not None:
         return dispatched
     return exit_status(lambda: _serve_or_work(args))
+
+
+def _context_before_the_command(args: argparse.Namespace) -> None:
+    """`taskyard --context NAME COMMAND ...`: the command's own --context, given after it, wins."""
+    given = getattr(args, "top_context", None)
+    if given is None:
+        return
+    if not hasattr(args, "context"):
+        args._parser.error("--context applies only to commands that call the API")
+    if args.context is None:
+        args.context = given
 
 
 def exit_status(command: Callable[[], int]) -> int:

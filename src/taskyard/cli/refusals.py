@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from typing import Any
 
 from taskyard.model.client_errors import Refused
+from taskyard.model.client_errors import scope_expression as expression
 
 # `URL parameter taskId 'abc' must match ^...$`: what the queue says of an id that is not a slugid.
 _BAD_PARAMETER = re.compile(r"URL parameter (\w+) '(.*)' must match \^.*\$", re.DOTALL)
 SLUGID_RULE = "22 characters of A-Z a-z 0-9 - _, like `taskyard slugid` prints"
+# The form of an id (the rule above): one of it that the server refuses is one no task can have.
+SLUGID_FORM = re.compile(r"[A-Za-z0-9_-]{22}")
+# What each id names, for `... does not exist`.
+NAMED = {"taskId": "task", "taskGroupId": "task group", "taskGraphId": "task graph"}
 QUEUE_RULE = (
     "provisionerId/workerType: 1-38 of A-Z a-z 0-9 - _, then / and 1-38 of a-z 0-9 -, "
     "starting with a letter, not ending with -"
@@ -44,15 +47,22 @@ def explain(exc: Refused, client_id: str, *, verbose: bool = False) -> str:
 
 
 def summary(exc: Refused) -> str:
-    """The message without its `---` details block; a scope expression on one line."""
+    """The message without its `---` details block; a scope expression on one line; a list of
+    problems (a 400's `body has N problems:`) whole, one per line."""
     message = exc.message.split("\n---", 1)[0].strip()
     bad = _BAD_PARAMETER.fullmatch(message)
     if bad is not None and bad.group(1) in RULES:
-        return not_an_id(bad.group(1), bad.group(2))
+        name, value = bad.group(1), bad.group(2)
+        if name in NAMED and SLUGID_FORM.fullmatch(value):
+            # The form of an id, not a slugid the queue gives: no such task (group, graph) exists.
+            return f"{NAMED[name]} {value} does not exist"
+        return not_an_id(name, value)
     if exc.code == "InsufficientScopes":
         return _missing_scopes(message)
-    lines = [line for line in message.splitlines() if line.strip()]
-    return " ".join(line.strip() for line in lines[:2]) or f"HTTP {exc.status}"
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) > 1 and all(line.startswith("- ") for line in lines[1:]):
+        return "\n".join(lines)  # `body has 3 problems:`, then every one, as the web form lists them
+    return " ".join(lines[:2]) or f"HTTP {exc.status}"
 
 
 def not_an_id(name: str, value: str) -> str:
@@ -87,17 +97,3 @@ def _missing_scopes(message: str) -> str:
         return f"{head}: {expression(missing)}"
     head = head.removesuffix(" the following scopes").removesuffix(" and is missing")
     return f"{head}; it lacks {expression(missing)}"
-
-
-def expression(value: Any, *, nested: bool = False) -> str:
-    """A scope expression as words: `a and (b or c)`."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Mapping) and len(value) == 1:
-        ((kind, items),) = value.items()
-        if kind in ("AllOf", "AnyOf") and isinstance(items, list):
-            if not items:
-                return "nothing" if kind == "AllOf" else "an impossible scope"
-            joined = (" and " if kind == "AllOf" else " or ").join(expression(i, nested=True) for i in items)
-            return f"({joined})" if nested and len(items) > 1 else joined
-    return json.dumps(value, separators=(",", ":"))

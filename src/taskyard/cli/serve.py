@@ -59,7 +59,7 @@ from taskyard.pools.service import NULL_PROVIDER, WorkerManager
 from taskyard.pools.static import NullProvider, StaticProvider
 from taskyard.queue import livelogs, poll, resolvers
 from taskyard.queue.service import Queue
-from taskyard.queue.signals import Followers
+from taskyard.queue.signals import Followers, PendingSignals
 from taskyard.scheduler import reactions
 from taskyard.scheduler.service import Scheduler
 from taskyard.secrets import store as secret_store
@@ -72,13 +72,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Deployment:
-    """A started server: the app that serves its API, and the live-log followers and event streams
-    to end first when it stops."""
+    """A started server: the app that serves its API, and the live-log followers, event streams
+    and claimWork long polls to end first when it stops."""
 
     app: App
     live_log_followers: Followers
     event_feed: EventFeed
     worker_manager: WorkerManager
+    claim_signals: PendingSignals
 
 
 @contextlib.asynccontextmanager
@@ -202,7 +203,7 @@ async def running(
         ]
         opened.push_async_callback(_stop, loops)
         opened.callback(unsubscribe)
-        yield Deployment(app, queue.live_log_followers, feed, worker_manager)
+        yield Deployment(app, queue.live_log_followers, feed, worker_manager, queue.signals)
 
 
 class OwnerMailer:
@@ -450,6 +451,7 @@ class _Server(uvicorn.Server):
         super().__init__(config)
         self._followers = deployment.live_log_followers
         self._feed = deployment.event_feed
+        self._claims = deployment.claim_signals
         self._worker_manager = deployment.worker_manager
         self._close_deployment = close_deployment
         self._loop = asyncio.get_running_loop()
@@ -470,10 +472,26 @@ class _Server(uvicorn.Server):
         self._loop.call_soon_threadsafe(lambda: self._loop.create_task(stop()))
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        """End live-log and event streams first: uvicorn waits for every open response before it
-        stops, and theirs would otherwise stay open for as long as their clients follow. Then close
-        the deployment: the loops, the bus, storage."""
+        """End live-log and event streams and claimWork long polls first: uvicorn waits for every
+        open response before it stops, and theirs would otherwise stay open for as long as their
+        clients follow (a long poll: up to its 20 s, its worker perhaps gone already). Say what is
+        still answered if it takes longer than a moment. Then close the deployment: the loops,
+        the bus, storage."""
         self._followers.close()
         self._feed.end_streams()
-        await super().shutdown(sockets)
+        self._claims.close()
+        waiting = asyncio.create_task(self._say_what_it_waits_for())
+        try:
+            await super().shutdown(sockets)
+        finally:
+            waiting.cancel()
         await self._close_deployment()
+
+    async def _say_what_it_waits_for(self) -> None:
+        await asyncio.sleep(1.0)
+        while self.server_state.tasks:
+            log.warning(
+                "stopping: waiting for %d request(s) still being answered (Ctrl-C again stops at once)",
+                len(self.server_state.tasks),
+            )
+            await asyncio.sleep(5.0)

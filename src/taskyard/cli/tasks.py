@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from taskyard.cli import admin, http, refusals
 from taskyard.model import dates, slugid
-from taskyard.model.client_errors import Unreachable
+from taskyard.model.client_errors import Refused, Unreachable
 from taskyard.model.errors import ConfigError, InputError, TaskyardError
 
 COMMANDS = ("task", "group")
@@ -75,7 +75,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     create.add_argument("--task-id", type=_slugid, help="the taskId to use (default: a new slugid)")
     create.add_argument(
         "--task-group-id",
-        type=task_group_id,
+        type=new_task_group_id,
         help="the task's group (default: the file's, else its own taskId)",
     )
     create.set_defaults(handler=create_task)
@@ -123,11 +123,23 @@ def _slugid(text: str) -> str:
 
 
 def task_id(text: str) -> str:
-    """An argparse type: a slugid, else `'abc' is not a taskId (22 characters of ...)`."""
-    return _slugid(text)
+    """An argparse type for a task to look up: 22 characters of a slugid's alphabet, else `'abc'
+    is not a taskId (22 characters of ...)`. One of that form that no task can have (not a v4
+    slugid) is the server's to refuse, and is said not to exist (`refusals.summary`)."""
+    if not refusals.SLUGID_FORM.fullmatch(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskId", text))
+    return text
 
 
 def task_group_id(text: str) -> str:
+    """As `task_id`, for a task group to look up."""
+    if not refusals.SLUGID_FORM.fullmatch(text):
+        raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
+    return text
+
+
+def new_task_group_id(text: str) -> str:
+    """A task group id to create tasks in: a slugid."""
     if not slugid.is_valid(text):
         raise argparse.ArgumentTypeError(refusals.not_an_id("taskGroupId", text))
     return text
@@ -216,9 +228,52 @@ def status_of(connection: http.Connection, task_id: str, method: str, action: st
 
 
 def task_status(connection: http.Connection, args: argparse.Namespace) -> Result:
-    """status: the task's state and a table of its runs."""
+    """status: the task's state and a table of its runs; for an unscheduled task, why."""
     status = status_of(connection, args.task_id, "GET", "/status")
-    return Result(status, status_text(status))
+    text = status_text(status)
+    if status["state"] == "unscheduled":
+        text += f"\n\ntask {status['taskId']} {unscheduled_text(connection, status)}"
+    return Result(status, text)
+
+
+SHOWN_DEPENDENCIES = 5  # named in `unscheduled_text`; the rest counted
+STATUSES_PER_CALL = 1000
+
+
+def unscheduled_text(connection: http.Connection, status: Mapping[str, Any]) -> str:
+    """Why an unscheduled task has no run: blocked for good by a dependency that did not complete
+    (it requires all-completed) until its deadline, or the dependencies it still waits for."""
+    task = http.call(connection, "GET", f"/task/{http.segment(status['taskId'])}", service="queue")
+    deps: list[str] = task.get("dependencies") or []
+    requires = task.get("requires", "all-completed")
+    states: dict[str, str] = {}
+    try:
+        for start in range(0, len(deps), STATUSES_PER_CALL):
+            body = {"taskIds": deps[start : start + STATUSES_PER_CALL]}
+            answer = http.call(connection, "POST", "/tasks/status", service="queue", body=body)
+            states.update({s["taskId"]: s["status"]["state"] for s in answer["statuses"]})
+    except Refused:  # credentials that may not read the dependencies' status: say what is known
+        return f"is unscheduled: it waits for its {len(deps)} dependencies to {_verb(requires)}"
+    failed = [d for d in deps if states.get(d, "gone") in ("failed", "exception", "gone")]
+    if requires == "all-completed" and failed:
+        first = failed[0]
+        said = f"{first} {states[first]}" if first in states else f"{first} no longer exists"
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        return (
+            f"is blocked: its dependency {said}{more} and it requires all-completed, so it will never "
+            f"run; it stays unscheduled until its deadline, {task['deadline']}, then resolves "
+            "exception (deadline-exceeded)"
+        )
+    done = ("completed",) if requires == "all-completed" else ("completed", "failed", "exception")
+    waiting = [d for d in deps if states.get(d) not in done]
+    named = ", ".join(f"{d} ({states.get(d, 'gone')})" for d in waiting[:SHOWN_DEPENDENCIES])
+    more = f" and {len(waiting) - SHOWN_DEPENDENCIES} more" if len(waiting) > SHOWN_DEPENDENCIES else ""
+    counted = f"{len(waiting)} of its {len(deps)} dependencies"
+    return f"is unscheduled: it waits for {counted} to {_verb(requires)}: {named}{more}"
+
+
+def _verb(requires: str) -> str:
+    return "complete" if requires == "all-completed" else "resolve"
 
 
 RESOLVED = ("completed", "failed", "exception")

@@ -5,6 +5,11 @@ same two; neither carries credentials."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+_CODE_BLOCK = re.compile(r"```\s*(.*?)```", re.DOTALL)
 
 
 class Refused(Exception):
@@ -15,6 +20,18 @@ class Refused(Exception):
         self.status = status
         self.code = code
         self.message = message
+
+    def missing_scopes(self) -> str | None:
+        """For a 403 InsufficientScopes: the scopes the client lacks, in words (`a and (b or c)`)."""
+        if self.code != "InsufficientScopes":
+            return None
+        blocks = _CODE_BLOCK.findall(self.message)
+        if not blocks:
+            return None
+        try:
+            return scope_expression(json.loads(blocks[0]))
+        except ValueError:
+            return str(blocks[0]).strip()  # a single scope, as it is
 
 
 class Unreachable(Exception):
@@ -30,3 +47,19 @@ def refused(status: int, body: bytes, otherwise: str) -> Refused:
     if isinstance(said, dict) and isinstance(said.get("message"), str):
         return Refused(status, str(said.get("code", "")), said["message"])
     return Refused(status, "", otherwise)
+
+
+def scope_expression(value: Any, *, nested: bool = False) -> str:
+    """A scope expression as words: `a and (b or c)`."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((kind, items),) = value.items()
+        if kind in ("AllOf", "AnyOf") and isinstance(items, list):
+            if not items:
+                return "nothing" if kind == "AllOf" else "an impossible scope"
+            joined = (" and " if kind == "AllOf" else " or ").join(
+                scope_expression(i, nested=True) for i in items
+            )
+            return f"({joined})" if nested and len(items) > 1 else joined
+    return json.dumps(value, separators=(",", ":"))

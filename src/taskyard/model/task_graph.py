@@ -93,6 +93,9 @@ class Graph:
     metadata: LooseJSON = field(default_factory=dict)
     tags: LooseJSON = field(default_factory=dict)
     routing: str = ""
+    # Problems of the label form found as it was read (a `requires` or `$subs` naming no label):
+    # `prepare` answers them with every other problem of the request, in one 400.
+    problems: list[str] = field(default_factory=list)
 
 
 def parse(
@@ -116,9 +119,10 @@ def parse(
         raise InputError("body.tasks must hold at least one task")
     if len(body["tasks"]) > MAX_TASKS:
         raise InputError(f"body.tasks may hold at most {MAX_TASKS} tasks")
+    problems: list[str] = []
     graph = Graph(
         nodes=(
-            _labelled_nodes(graph_id, body["tasks"], earlier or {})
+            _labelled_nodes(graph_id, body["tasks"], earlier or {}, problems)
             if labelled
             else _final_nodes(body["tasks"])
         ),
@@ -127,6 +131,7 @@ def parse(
         metadata=dict(body.get("metadata", DEFAULT_METADATA)),
         tags=dict(body.get("tags", {})),
         routing=str(body.get("routing", "")),
+        problems=problems,
     )
     return graph
 
@@ -161,11 +166,13 @@ def task_id_of(graph_id: str, label: str) -> str:
     return slugid.derived(f"taskyard-task-graph/{graph_id}/{label}")
 
 
-def _labelled_nodes(graph_id: str, items: Mapping[str, LooseJSON], earlier: Mapping[str, str]) -> list[Node]:
+def _labelled_nodes(
+    graph_id: str, items: Mapping[str, LooseJSON], earlier: Mapping[str, str], problems: list[str]
+) -> list[Node]:
     """`earlier`: the labels of the graph's tasks before this request, with their taskIds. A label
-    of `items` that is one of them is that task, given again."""
+    of `items` that is one of them is that task, given again. A label named that is not one is
+    added to `problems` (and left out of the requirements)."""
     ids = {**earlier, **{label: earlier.get(label) or task_id_of(graph_id, label) for label in items}}
-    problems: list[str] = []
     nodes = []
     for label, item in items.items():
         missing = [r for r in item.get("requires", []) if r not in ids]
@@ -176,14 +183,12 @@ def _labelled_nodes(graph_id: str, items: Mapping[str, LooseJSON], earlier: Mapp
         nodes.append(
             Node(
                 task_id=ids[label],
-                requires=[ids.get(r, r) for r in item.get("requires", [])],
+                requires=[ids[r] for r in item.get("requires", []) if r in ids],
                 reruns=int(item.get("reruns", 0)),
                 task=task,
                 label=label,
             )
         )
-    if problems:
-        raise InputError(_gathered(problems))
     return nodes
 
 
@@ -212,7 +217,7 @@ def prepare(graph: Graph, graph_id: str, *, scheduler_id: str, known: Iterable[s
     its in-queue `dependencies` (with `requires: all-completed`), so that the queue itself holds
     it back until they completed.
     """
-    problems: list[str] = []
+    problems: list[str] = list(graph.problems)
     existing = set(known)
     ids = [n.task_id for n in graph.nodes]
     seen: set[str] = set()
@@ -224,7 +229,7 @@ def prepare(graph: Graph, graph_id: str, *, scheduler_id: str, known: Iterable[s
     for node in graph.nodes:
         problems += _check_node(node, graph_id, scheduler_id, inside)
         _fill(node, graph, graph_id, scheduler_id)
-    if not problems:
+    if len(seen) == len(ids):  # a cycle, named beside the other problems (ids must be unique)
         problems += cycles(graph.nodes)
     return problems
 

@@ -435,13 +435,34 @@ class LocalProvider:
         self.stopping = True
         children = list(self.children.values())
         if children:
-            log.info("stopping %d local worker(s)", len(children))
+            log.info(
+                "stopping %d local worker(s): waiting for them to exit (a running task is resolved "
+                "worker-shutdown, and runs again)",
+                len(children),
+            )
         for child in children:
             self._signal(child, signal.SIGTERM)
         watchers = [c.watcher for c in children if c.watcher is not None]
         if watchers:
-            await asyncio.gather(*watchers, return_exceptions=True)
+            said = asyncio.create_task(self._say_what_it_waits_for(children))
+            try:
+                await asyncio.gather(*watchers, return_exceptions=True)
+            finally:
+                said.cancel()
         self.stopping = final
+
+    async def _say_what_it_waits_for(self, children: list[Child]) -> None:
+        """Every few seconds while stopping takes long: which workers are still running."""
+        while True:
+            await asyncio.sleep(2.0)
+            left = [c for c in children if c.watcher is not None and not c.watcher.done()]
+            if not left:
+                return
+            log.warning(
+                "stopping: still waiting for local worker(s) %s to resolve their tasks and exit "
+                "(Ctrl-C again stops the server at once)",
+                ", ".join(f"{c.worker_id} (pid {c.process.pid})" for c in left),
+            )
 
     def running(self) -> int:
         """Worker processes of this server that are still alive."""

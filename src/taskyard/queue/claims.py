@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TypedDict
 
 from taskyard.auth import hawk
@@ -88,28 +87,37 @@ async def claim_work(
 
     Wakes on the task-pending signal, never by sleeping in a loop. A quarantined worker is
     recorded as seen, waits the whole timeout and gets nothing. When `gone` is set (the worker
-    hung up) it stops waiting; it is never cancelled in the middle of a claim.
+    hung up) or the server stops (`q.signals.close()`) it stops waiting; it is never cancelled in
+    the middle of a claim.
     """
     gone = gone or asyncio.Event()
     loop = asyncio.get_running_loop()
     give_up = loop.time() + q.config.claim_work_timeout
     await workers.seen(q, task_queue_id, worker)
-    while not gone.is_set():
+    while not gone.is_set() and not q.signals.closing.is_set():
         with q.signals.waiter(task_queue_id) as waiter:
             try:
                 claims = await claim_pending(q, task_queue_id, worker, count)
             except workers.Quarantined:
                 waiter.pass_on()
                 signals.before_waiting()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(q.config.claim_work_timeout):
-                        await gone.wait()
+                await _wait_out(q, gone)
                 return []
             remaining = give_up - loop.time()
             if claims or remaining <= 0:
                 return claims
             await waiter.wait(remaining, gone)
     return []
+
+
+async def _wait_out(q: Queue, gone: asyncio.Event) -> None:
+    """A quarantined worker's long poll: the whole timeout, unless it hangs up or the server stops."""
+    waits = [asyncio.ensure_future(gone.wait()), asyncio.ensure_future(q.signals.closing.wait())]
+    try:
+        await asyncio.wait(waits, timeout=q.config.claim_work_timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for each in waits:
+            each.cancel()
 
 
 async def claim_pending(q: Queue, task_queue_id: str, worker: tuple[str, str], count: int) -> list[Claim]:
@@ -231,6 +239,9 @@ async def reclaim_task(q: Queue, task_id: str, run_id: int) -> Reclaimed:
     rec = (await service.transition(q, task_id, step)).record
     run = rec.runs[run_id]
     worker = (run["workerGroup"], run["workerId"])
+    # A busy worker claims nothing for as long as its tasks run: its reclaims keep its
+    # lastDateActive (at most one write a minute per worker and process).
+    await workers.seen(q, rec.task_queue_id, worker)
     return _reclaim_body(q, rec, run_id, worker)
 
 

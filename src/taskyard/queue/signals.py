@@ -36,16 +36,19 @@ class Waiter:
         self._used = False
 
     async def wait(self, timeout: float, gone: asyncio.Event) -> bool:
-        """Wait up to `timeout` seconds, or until `gone` is set; True if woken."""
+        """Wait up to `timeout` seconds, or until `gone` is set or the server closes; True if woken."""
         before_waiting()
         stop: asyncio.Future[bool] = asyncio.ensure_future(gone.wait())
-        either: set[asyncio.Future[None] | asyncio.Future[bool]] = {self.future, stop}
+        closing: asyncio.Future[bool] = asyncio.ensure_future(self._signals.closing.wait())
+        either: set[asyncio.Future[None] | asyncio.Future[bool]] = {self.future, stop, closing}
         try:
             await asyncio.wait(either, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             stop.cancel()
+            closing.cancel()
         # A wake-up that arrives as the worker leaves is not used: leaving passes it on.
-        self._used = self.future.done() and not self.future.cancelled() and not gone.is_set()
+        left = gone.is_set() or self._signals.closing.is_set()
+        self._used = self.future.done() and not self.future.cancelled() and not left
         return self._used
 
     def pass_on(self) -> None:
@@ -66,6 +69,13 @@ class Waiter:
 class PendingSignals:
     def __init__(self) -> None:
         self._waiters: dict[str, deque[asyncio.Future[None]]] = {}
+        # Set as the server stops: every claimWork long poll answers what it has (nothing) at once,
+        # rather than holding the server's shutdown for the rest of its timeout.
+        self.closing = asyncio.Event()
+
+    def close(self) -> None:
+        """The server is stopping: end every long poll now, and any that begins from now on."""
+        self.closing.set()
 
     def waiter(self, task_queue_id: str) -> Waiter:
         """Register interest before looking for work, so a commit in between is not missed."""

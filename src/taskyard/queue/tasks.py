@@ -9,7 +9,7 @@ from taskyard.model.messages import Message, task_message
 from taskyard.model.runs import Change, TaskRecord
 from taskyard.model.status import StatusAnswer
 from taskyard.model.task_definition import Priority, TaskDefinition
-from taskyard.queue import groups, service
+from taskyard.queue import groups, service, workers
 from taskyard.queue.service import Queue
 from taskyard.storage.port import RowMoved, Tx, UniqueViolation
 
@@ -142,6 +142,9 @@ async def _insert_new_tx(q: Queue, tx: Tx, rec: TaskRecord, *, blocked: bool) ->
     # The row goes in already scheduled: one insert instead of an insert and an update. Deferred:
     # a taskId taken meanwhile fails the transaction, and create_task() tries again (as above).
     await service.insert_record_tx(tx, change.record, deferred=True)
+    # listTaskQueues lists a queue once a task is created in it, as TaskCluster's does (at most
+    # one write a minute per queue and process), not only once a worker has polled it.
+    await workers.task_queue_seen_tx(q, tx, rec.task_queue_id, q.clock())
     change.changed = False
     await service.apply_tx(q, tx, change, old_version=rec.version)
     return service.status_of(change)
@@ -178,6 +181,8 @@ async def create_tasks_tx(q: Queue, tx: Tx, items: list[tuple[str, TaskDefinitio
         messages += change.messages
     if edges:
         await tx.executemany("insert_dependency", edges)
+    for task_queue_id in sorted({rec.task_queue_id for rec in records}):
+        await workers.task_queue_seen_tx(q, tx, task_queue_id, q.clock())
     await service.publish_tx(q, tx, messages)
 
 

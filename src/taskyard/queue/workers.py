@@ -150,7 +150,7 @@ async def task_queue_seen(q: Queue, task_queue_id: str) -> None:
     if q.clock() - q.seen_writes.get(task_queue_id, 0) < TASK_QUEUE_WRITE_EVERY:
         return
     async with q.storage.transaction() as tx:
-        await _task_queue_seen_tx(q, tx, task_queue_id, q.clock())
+        await task_queue_seen_tx(q, tx, task_queue_id, q.clock())
 
 
 class Quarantined(Exception):
@@ -170,7 +170,7 @@ async def seen_tx(
     `row` is the worker's row as read in `tx` (None if it has none yet).
     """
     now = q.clock()
-    await _task_queue_seen_tx(q, tx, task_queue_id, now)
+    await task_queue_seen_tx(q, tx, task_queue_id, now)
     recent = orjson.loads(row["recent_tasks"]) if row else []
     recent = (recent + [{"taskId": t, "runId": r} for t, r in claimed])[-RECENT_TASKS:]
     await tx.defer(
@@ -185,9 +185,12 @@ async def seen_tx(
         quarantine_details=row["quarantine_details"] if row else "[]",
         recent_tasks=service.dumps(recent),
     )
+    # `seen()` (claimWork's start, reclaims) need not write again within the minute.
+    key = f"{task_queue_id}/{worker[0]}/{worker[1]}"
+    tx.after_commit(lambda: q.seen_writes.__setitem__(key, now))
 
 
-async def _task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
+async def task_queue_seen_tx(q: Queue, tx: Tx, task_queue_id: str, now: int) -> None:
     last = q.seen_writes.get(task_queue_id, 0)
     if now - last >= TASK_QUEUE_WRITE_EVERY:
         await tx.defer("upsert_task_queue", task_queue_id, now + dates.DAY, now)

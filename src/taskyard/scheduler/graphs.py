@@ -67,8 +67,9 @@ async def create_task_graph(s: Scheduler, graph_id: str, body: object, *, guard:
         existing = await session.fetchrow("get_task_graph", graph_id)
     if existing is not None:
         return _same_or_conflict(existing, request)
-    task_graph.refuse(problems)
-    definitions = await _definitions(s, graph, graph.scopes)
+    # One 400 naming every problem: the graph's (labels, a cycle) and each task's definition.
+    definitions, more = await _definitions(s, graph, graph.scopes)
+    task_graph.refuse(problems + more)
     try:
         async with s.storage.transaction() as tx:
             return await _insert_tx(s, tx, graph_id, graph, request, definitions)
@@ -89,9 +90,11 @@ def _same_or_conflict(row: Row, request: str) -> GraphStatus:
     return {"status": status_of(row)}
 
 
-async def _definitions(s: Scheduler, graph: Graph, graph_scopes: list[str]) -> dict[str, TaskDefinition]:
-    """Each task's definition as the queue checks it, and allowed by the graph's scopes; one 400
-    naming every task that is not."""
+async def _definitions(
+    s: Scheduler, graph: Graph, graph_scopes: list[str]
+) -> tuple[dict[str, TaskDefinition], list[str]]:
+    """Each task's definition as the queue checks it, and allowed by the graph's scopes; and the
+    problems of every task that is not."""
     held = await s.expand(graph_scopes)
     guard = _scopes_guard(held, {})
     problems: list[str] = []
@@ -117,8 +120,7 @@ async def _definitions(s: Scheduler, graph: Graph, graph_scopes: list[str]) -> d
             )
             continue
         found[node.task_id] = definition
-    task_graph.refuse(problems)
-    return found
+    return found, problems
 
 
 def _scopes_guard(held: list[str], allowed: dict[str, bool]) -> Guard:
@@ -211,9 +213,10 @@ async def extend_task_graph(s: Scheduler, graph_id: str, body: object) -> GraphS
     if not graph.nodes:
         return {"status": status_of(row)}  # nothing to add: the graph as it is, no event
     graph.routing = row["routing"]
-    task_graph.refuse(task_graph.prepare(graph, graph_id, scheduler_id=s.scheduler_id, known=known))
+    problems = task_graph.prepare(graph, graph_id, scheduler_id=s.scheduler_id, known=known)
     new = [n for n in graph.nodes if n.task_id not in known]
-    definitions = await _definitions(s, graph, orjson.loads(row["scopes"]))
+    definitions, more = await _definitions(s, graph, orjson.loads(row["scopes"]))
+    task_graph.refuse(problems + more)
     async with s.storage.transaction() as tx:
         locked = await tx.fetchrow("lock_task_graph", graph_id)
         assert locked is not None

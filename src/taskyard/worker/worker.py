@@ -4,7 +4,8 @@ Exit codes follow generic-worker's: 0 after `drain(EXIT_DONE)`, 71 after SIGINT 
 tasks finished, nothing more claimed), 72 after SIGTERM (running tasks resolved
 exception/worker-shutdown so the queue retries them, their logs and artifacts uploaded first).
 A second SIGINT acts as SIGTERM. The CLI exits 3 when the work directory is another's (below),
-and 77 when the queue refused the worker's credentials on REFUSALS claims in a row.
+and 77 when the queue refused the worker's credentials (401) or scopes (403): at its first claim,
+or, once a claim was answered, on REFUSALS claims in a row.
 
 Cancellations: every `status_interval` one call asks the status of every running task, and a run
 that is no longer running here is stopped. With `events` (amqp://...) the worker also hears of
@@ -90,6 +91,7 @@ class Worker:
         self.poller = Poller(config, self.client, self.creds) if config.protocol == "poll" else None
         self.cancellations: CancellationListener | None = None
         self.refused = ""  # why the worker stopped claiming, when the queue refused its credentials
+        self._claimed = False  # a claimWork has been answered: a refusal from now on may be a blip
         if config.events.startswith(("amqp://", "amqps://")):
             # Imported here: aio_pika costs a worker's every start 50 ms of CPU, and only a
             # worker told of a broker needs it.
@@ -192,16 +194,19 @@ class Worker:
                 claims = await self._claim(min(free, MAX_CLAIM))
             except Exception as exc:  # the queue is down or refused: wait, then ask again
                 refusals = refusals + 1 if credentials_refused(exc) else 0
-                if refusals >= REFUSALS:
+                # At start-up a refusal is a mistake to fix, not a blip: stop at the first.
+                if refusals >= (REFUSALS if self._claimed else 1):
                     self._give_up(exc, refusals)
                     return
                 failures += 1
                 delay = min(MAX_BACKOFF, 0.5 * 2**failures)
                 what = "claimWork" if self.poller is None else "polling"
-                log.warning("%s failed (%s); trying again in %.1f s", what, exc, delay)
+                said = refusal_reason(exc) if refusals else str(exc)
+                log.warning("%s failed (%s); trying again in %.1f s", what, said, delay)
                 await self._pause(delay)
                 continue
             failures = 0
+            self._claimed = self._claimed or claims is not None
             for claim in claims or []:
                 self._start(claim)
             if claims == [] and self._idle_for_long():
@@ -224,8 +229,8 @@ class Worker:
 
     def _give_up(self, exc: Exception, tries: int) -> None:
         """Claim no more: the queue refused these credentials `tries` times in a row."""
-        self.refused = refused_text(exc, self.config, tries)
-        log.error("%s", self.refused)
+        self.refused = refused_text(exc, self.config, tries)  # `taskyard worker` prints it, once
+        log.debug("the queue's refusal: %s", exc)
         self._draining = True
         self._exit_code = EXIT_REFUSED
         self._changed.set()
@@ -348,16 +353,32 @@ def credentials_refused(exc: Exception) -> bool:
     )
 
 
+def refusal_reason(exc: Exception) -> str:
+    """The refusal's first line, or for a 403 the scopes missing: never TaskCluster's 20 lines."""
+    if isinstance(exc, Refused):
+        missing = exc.missing_scopes()
+        if missing is not None:
+            return f"{exc.status}: the client lacks {missing}"
+        return f"{exc.status}: {exc.message.split(chr(10), 1)[0].strip().rstrip(':')}"
+    return str(exc)
+
+
 def refused_text(exc: Exception, config: WorkerConfig, tries: int) -> str:
-    """One line: whose credentials, what the queue said, what to check."""
-    said = exc.message if isinstance(exc, Refused) else str(exc)
-    reason = said.split("\n", 1)[0].strip().rstrip(":")
-    head = f"the queue refused claimWork {tries} times for client {config.client_id!r}"
+    """One line: whose credentials, what is missing or what the queue said, what to check."""
+    times = f" {tries} times in a row" if tries > 1 else ""
+    head = f"the queue refused claimWork{times} for client {config.client_id!r}"
     if isinstance(exc, Refused) and exc.status == 403:
         worker = f"{config.worker_group}/{config.worker_id}"
-        need = f"queue:claim-work:{config.task_queue_id} and queue:worker-id:{worker}"
-        return f"{head} ({reason}): the client needs {need}; stopping"
-    return f"{head} ({reason}): check TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN; stopping"
+        missing = exc.missing_scopes() or (
+            f"queue:claim-work:{config.task_queue_id} and queue:worker-id:{worker}"
+        )
+        return (
+            f"{head}: it lacks {missing} (worker {worker} on task queue {config.task_queue_id}); "
+            "grant it, or give the --worker-group and --worker-id its scopes allow"
+        )
+    said = exc.message if isinstance(exc, Refused) else str(exc)
+    reason = said.split("\n", 1)[0].strip().rstrip(":")
+    return f"{head} ({reason}): check TASKCLUSTER_CLIENT_ID and TASKCLUSTER_ACCESS_TOKEN"
 
 
 def clear_leftovers(work_dir: Path) -> None:
