@@ -186,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", nargs="+", metavar="JSON", help="print runs' --json files side by side")
     args = p.parse_args(argv)
     if args.compare:
-        compare([(path, json.loads(Path(path).read_text())["statements"]) for path in args.compare])
+        compare([(Path(path).stem, json.loads(Path(path).read_text())["statements"]) for path in args.compare])
         return 0
     reason = pg_unavailable()
     if reason is not None:
