@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", nargs="+", metavar="JSON", help="print runs' --json files side by side")
     args = p.parse_args(argv)
     if args.compare:
-        compare([(Path(path).stem, json.loads(Path(path).read_text())["statements"]) for path in args.compare])
+        runs = [(Path(path).stem, json.loads(Path(path).read_text())["statements"]) for path in args.compare]
+        compare(runs)
         return 0
     reason = pg_unavailable()
     if reason is not None:
