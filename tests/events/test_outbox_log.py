@@ -279,3 +279,18 @@ async def test_a_postgresql_older_than_13_is_refused_by_name(
     monkeypatch.setattr(asyncpg.Connection, "get_server_version", lambda self: old)
     with pytest.raises(OldPostgres, match=r"is version 12\.18; taskyard needs 13 or later"):
         await open_storage(db_url)
+
+
+def test_the_relays_notification_names_the_readers_its_batch_concerns() -> None:
+    cc = '["route.index.p.v1", "route.x"]'
+    assert event_log.readers_of([("task-completed", cc)]) == {"index"}
+    assert event_log.readers_of([("task-pending", cc)]) == set()  # the indexer reads completions only
+    notify_cc = '["route.notify.email.a@x.test.on-any"]'
+    assert event_log.readers_of([("task-pending", notify_cc), ("task-completed", cc)]) == {"index", "notify"}
+    assert event_log.readers_of([("task-group-resolved", notify_cc)]) == set()
+    assert event_log.concerns("12 index notify", "index") and not event_log.concerns("12 notify", "index")
+    assert not event_log.concerns("12", "notify")
+    # Notifications lost (None), or another form (an older relay's): every reader looks.
+    assert event_log.concerns(None, "index") and event_log.concerns("", "notify")
+    assert event_log.newest_of("12 index") == 12 and event_log.newest_of("12") == 12
+    assert event_log.newest_of(None) is None and event_log.newest_of("x") is None

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from taskyard.events import log as event_log
 from taskyard.index import entries, indexing
 from taskyard.index.service import Index
 from taskyard.model import dates, paging
@@ -15,7 +16,7 @@ from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.index_paths import DAY_MS, Entry
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
-from tests.conftest import FakeClock, Published
+from tests.conftest import FakeClock, Published, until
 from tests.queue.helpers import definition, new_id
 
 TQ = "test-prov/test-worker"
@@ -71,6 +72,33 @@ async def test_completed_tasks_are_indexed_once_their_event_is_logged(
     assert [
         n["namespace"] for n in (await entries.list_namespaces(index, "proj", paging.Query()))["namespaces"]
     ] == ["proj.v1"]
+
+
+async def heard_through_the_end(queue: Queue, heard: list[str | None]) -> None:
+    """Wait until `heard` holds the relay's notification of the log's newest event."""
+    async with queue.storage.reader() as session:
+        newest = (await session.fetchrow("event_log_end"))["newest"]
+    await until(lambda: any(p is not None and p.split()[0] == str(newest) for p in heard))
+
+
+async def test_the_indexer_is_woken_only_by_a_batch_with_a_task_to_index(
+    index: Index, queue: Queue, clock: FakeClock, published: Published
+) -> None:
+    await index.start()
+    heard: list[str | None] = []  # heard after the indexer: each payload it was handed first
+    await queue.storage.listen(event_log.CHANNEL, heard.append)
+    # Nothing to index: no index route, or one on a task that failed.
+    await run_task(queue, clock, routes=["x.y", "notify.email.a@x.test.on-any"])
+    await run_task(queue, clock, "failed", routes=["index.p.failed"])
+    await published.collect()
+    await heard_through_the_end(queue, heard)
+    assert not index.published.is_set()
+    task_id = await run_task(queue, clock, routes=["index.p.done"])
+    await published.collect()
+    await heard_through_the_end(queue, heard)
+    assert index.published.is_set()
+    await indexing.index_completed(index)
+    assert await found(index, "p.done") == task_id
 
 
 async def test_an_unusable_extra_index_indexes_nothing_and_the_defaults_apply(

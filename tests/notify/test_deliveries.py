@@ -8,13 +8,14 @@ from typing import Any
 
 import orjson
 
+from taskyard.events import log as event_log
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.notify import deliveries
 from taskyard.notify.mail import Smtp
 from taskyard.notify.service import Notify
 from taskyard.queue import claims, tasks
 from taskyard.queue.service import Queue
-from tests.conftest import FakeClock, Published
+from tests.conftest import FakeClock, Published, until
 from tests.queue.helpers import definition, new_id
 
 TQ = "test-prov/test-worker"
@@ -33,6 +34,32 @@ async def run_task(queue: Queue, clock: FakeClock, outcome: str, routes: list[st
 async def recorded(nt: Notify, task_id: str) -> list[dict[str, Any]]:
     async with nt.storage.reader() as session:
         return [dict(r) for r in await session.fetch("task_notify_deliveries", task_id)]
+
+
+async def heard_through_the_end(queue: Queue, heard: list[str | None]) -> None:
+    """Wait until `heard` holds the relay's notification of the log's newest event."""
+    async with queue.storage.reader() as session:
+        newest = (await session.fetchrow("event_log_end"))["newest"]
+    await until(lambda: any(p is not None and p.split()[0] == str(newest) for p in heard))
+
+
+async def test_the_notifier_is_woken_only_by_a_batch_with_a_notify_route(
+    queue: Queue, clock: FakeClock, published: Published
+) -> None:
+    nt = Notify(queue, NOWHERE)
+    await nt.start()
+    heard: list[str | None] = []  # heard after the notifier: each payload it was handed first
+    await queue.storage.listen(event_log.CHANNEL, heard.append)
+    await run_task(queue, clock, "completed", ["x.y", "index.p.done"])
+    await published.collect()
+    await heard_through_the_end(queue, heard)
+    assert not nt.published.is_set()
+    task_id = await run_task(queue, clock, "failed", ["notify.email.a@x.test.on-failed"])
+    await published.collect()
+    await heard_through_the_end(queue, heard)
+    assert nt.published.is_set()
+    await deliveries.record_events(nt)
+    assert [r["route"] for r in await recorded(nt, task_id)] == ["notify.email.a@x.test.on-failed"]
 
 
 async def test_each_route_whose_event_fires_is_recorded_once(

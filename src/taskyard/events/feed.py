@@ -174,8 +174,9 @@ class EventFeed:
         """A relay (of any process) logged events up to id `payload`. With no follower and no
         catch-up under way, the position moves there without reading the log; else a catch-up
         hands the followers what is new."""
-        if not self._followers and not self._reading.locked() and payload and payload.isdigit():
-            self.position = max(self.position, int(payload))
+        newest = event_log.newest_of(payload)
+        if not self._followers and not self._reading.locked() and newest is not None:
+            self.position = max(self.position, newest)
             return
         self._wake.set()
 

@@ -7,6 +7,14 @@ publishes at a time (its advisory lock; SQLite's single writer), so the log's id
 publishing order and a reader that asks for `id > last` never misses one that commits later.
 The ids are the stream's event ids (`docs/protocol.md`).
 
+The relay's notification names the batch's newest id, then the log's readers (`READERS`: the
+indexer, the notifier) that the batch holds an event for, e.g. `1234 index notify`: a reader
+woken by it (`concerns`) reads only batches it has something in, and the others wake it only
+by its poll interval, its safety net. A batch with no such event says its newest id alone.
+Whatever a reader is not woken for stays in the log for its cursor: a wake-up skipped delays
+nothing it reads. A missed notification (None) or a payload of another form (an older relay
+during a deploy) concerns every reader.
+
 Rows older than the retention window are deleted in batches (`prune_forever`), their events from
 the outbox with them; the highest id deleted is recorded, so that a client asking to resume from
 before it learns it missed events instead of silently skipping them.
@@ -16,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import orjson
@@ -31,6 +39,15 @@ PRUNER = "event-log-pruner"  # the job's name: one process of a deployment runs 
 PRUNE_BATCH = 5000
 DEFAULT_RETENTION_SECONDS = 600.0
 Clock = Callable[[], int]
+TASK_EXCHANGES = frozenset(
+    ("task-defined", "task-pending", "task-running", "task-completed", "task-failed", "task-exception")
+)
+READERS: dict[str, tuple[frozenset[str], str]] = {
+    # reader: the exchanges and the CC'd route (in the outbox's CC JSON) of the events it reads,
+    # as its query selects them (index.sql's completed_index_events, notify.sql's notify_task_events)
+    "index": (frozenset(("task-completed",)), '"route.index.'),
+    "notify": (TASK_EXCHANGES, '"route.notify.'),
+}
 
 
 @dataclass(frozen=True)
@@ -49,14 +66,38 @@ class End:
     pruned: int
 
 
-async def append_tx(tx: Tx, events: Sequence[int], now: int) -> None:
+async def append_tx(tx: Tx, events: Sequence[int], now: int, readers: Iterable[str] = ()) -> None:
     """Log the events (outbox ids) the relay published at `now`, in that order, in its transaction;
     after commit, notify every feed of the log's newest id (`EventFeed` needs nothing more when no
-    stream follows it)."""
+    stream follows it) and the `readers` the batch holds events for (`readers_of`)."""
     if not events:
         return
     logged = await tx.fetch("log_events", now, orjson.dumps(list(events)).decode())
-    tx.notify(CHANNEL, str(max(int(row["id"]) for row in logged)))
+    tx.notify(CHANNEL, " ".join([str(max(int(row["id"]) for row in logged)), *sorted(readers)]))
+
+
+def readers_of(events: Iterable[tuple[str, str]]) -> set[str]:
+    """The `READERS` that read any of `events`, each given as (exchange, its CC list as the outbox's
+    JSON text)."""
+    found: set[str] = set()
+    for exchange, cc in events:
+        for reader, (exchanges, route) in READERS.items():
+            if reader not in found and exchange in exchanges and route in cc:
+                found.add(reader)
+    return found
+
+
+def concerns(payload: str | None, reader: str) -> bool:
+    """Whether a notification on CHANNEL may concern `reader`: the batch holds an event of its, or
+    the payload can't tell (None: notifications may have been lost; another form)."""
+    words = payload.split() if payload is not None else []
+    return not words or not words[0].isdigit() or reader in words[1:]
+
+
+def newest_of(payload: str | None) -> int | None:
+    """The log's newest id a notification on CHANNEL names (None: it names none)."""
+    first = payload.split(maxsplit=1)[0] if payload else ""
+    return int(first) if first.isdigit() else None
 
 
 async def end(session: Session) -> End:

@@ -124,7 +124,8 @@ class OutboxRelay:
             batch = rows[:BATCH]
             if batch:
                 last = batch[-1]
-                await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock())
+                readers = event_log.readers_of((r["exchange"], r["cc"]) for r in batch)
+                await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock(), readers)
                 await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
                 await self._bus.publish([_message(r) for r in batch])
         return len(batch)

@@ -83,7 +83,7 @@ async def _entries_tx(tx: Tx, body: object) -> list[tuple[str, Entry]]:
 
 
 async def run_forever(ix: Index) -> None:
-    """Index completed tasks until cancelled: at once when the relay logs events, else every
+    """Index completed tasks until cancelled: at once when the relay logs events for it, else every
     `poll_interval`; only in the process that leads the job."""
     await resolvers.run_forever(
         INDEXER, lambda: index_completed(ix), ix.poll_interval, ix.published, lead=ix.storage.lead

@@ -13,7 +13,8 @@ EXPIRY_SWEEPER = "index-expiry-sweeper"
 
 class Index:
     """Everything the index's operations share: the queue (its storage, clock and artifacts), and
-    `published`, set whenever the relay logs events (in any process), which wakes the indexer.
+    `published`, set when the relay logs a batch holding a task-completed event with an index
+    route (in any process), which wakes the indexer (events/log.py, `concerns`).
     """
 
     def __init__(self, queue: Queue, *, poll_interval: float = 1.0) -> None:
@@ -24,8 +25,9 @@ class Index:
         self.published = asyncio.Event()
 
     async def start(self) -> None:
-        """Hear of every batch the relay logs, so that the indexer reads it at once."""
+        """Hear of the batches the relay logs, so that the indexer reads one it has events in at once."""
         await self.storage.listen(event_log.CHANNEL, self._heard)
 
     def _heard(self, payload: str | None) -> None:
-        self.published.set()
+        if event_log.concerns(payload, "index"):  # else nothing for the indexer in the batch
+            self.published.set()

@@ -172,7 +172,7 @@ async def expire(nt: Notify) -> int:
 
 
 async def run_forever(nt: Notify) -> None:
-    """Record task events' notifications until cancelled: at once when the relay logs events,
+    """Record task events' notifications until cancelled: at once when the relay logs events for it,
     else every `poll_interval`; only in the process that leads the job."""
     await resolvers.run_forever(
         NOTIFIER, lambda: record_events(nt), nt.poll_interval, nt.published, lead=nt.storage.lead

@@ -19,8 +19,9 @@ RATE_SECONDS = 600.0
 class Notify:
     """Everything the notify operations share: the queue (storage, clock, the outbox relay's
     kick), the SMTP server (None: none configured, so no email is sent), the UI's base URL for
-    links, and `published`, set whenever the relay logs events (in any process), which wakes the
-    notifier. `recent` and `sent_at` are this process's duplicate suppression and rate limit."""
+    links, and `published`, set when the relay logs a batch holding a task event with a notify
+    route (in any process), which wakes the notifier (events/log.py, `concerns`). `recent` and
+    `sent_at` are this process's duplicate suppression and rate limit."""
 
     def __init__(
         self,
@@ -44,11 +45,12 @@ class Notify:
         self.sent_at: dict[str, collections.deque[float]] = {}
 
     async def start(self) -> None:
-        """Hear of every batch the relay logs, so that the notifier reads it at once."""
+        """Hear of the batches the relay logs, so that the notifier reads one it has events in at once."""
         await self.storage.listen(event_log.CHANNEL, self._heard)
 
     def _heard(self, payload: str | None) -> None:
-        self.published.set()
+        if event_log.concerns(payload, "notify"):  # else nothing for the notifier in the batch
+            self.published.set()
 
     def seen(self, key: str) -> bool:
         """True if `key` was sent recently by this process; remembers it otherwise."""
