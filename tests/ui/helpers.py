@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import gzip
 import html
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
-from taskyard.model import slugid
+from taskyard.artifacts.local import LocalStore
+from taskyard.model import dates, slugid
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims, tasks
 from taskyard.storage.counting import counting
-from tests.api.conftest import TASK_QUEUE_ID, Api, call_cost, task_definition
+from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials, call_cost, task_definition
+from tests.conftest import SECRET_KEY, FakeClock
 
 OTHER_QUEUE = "ui-prov/other-queue"
 WORKER = ("wg-1", "worker-7")
@@ -71,3 +76,58 @@ def assert_refused(answer: httpx.Response, status: int, *scopes: str) -> None:
     assert SECRET not in answer.text
     for scope in scopes:
         assert html.escape(scope) in answer.text, scope
+
+
+QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
+LIVE = "public/logs/live.log"
+BACKING = "public/logs/live_backing.log"
+
+
+def blob_store(tmp_path: Path, clock: FakeClock) -> LocalStore:
+    """A blob store for s3 artifacts (the `blobs` fixture of the modules that upload)."""
+    return LocalStore(
+        str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=64 << 20, clock=clock
+    )
+
+
+async def claimed(api: Api, **overrides: Any) -> tuple[str, Credentials]:
+    task_id, _ = await api.create_task(**overrides)
+    answer = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": "w1"})
+    (claim,) = answer.json()["tasks"]
+    return task_id, Credentials.from_response(claim["credentials"])
+
+
+async def artifact(
+    api: Api, task_id: str, name: str, body: dict[str, Any], creds: Credentials
+) -> httpx.Response:
+    body = {"expires": dates.to_iso(api.clock() + dates.HOUR), **body}
+    answer = await api.call(
+        "POST", f"/task/{task_id}/runs/0/artifacts/{quote(name, safe='')}", body, creds=creds
+    )
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
+async def upload_log(api: Api, task_id: str, data: bytes, creds: Credentials) -> None:
+    """As the worker ends a run: the backing log gzipped, then the live log a link to it."""
+    created = await artifact(
+        api,
+        task_id,
+        BACKING,
+        {"storageType": "s3", "contentType": "text/plain", "contentEncoding": "gzip"},
+        creds,
+    )
+    put = await api.client.put(
+        created.json()["putUrl"],
+        content=gzip.compress(data),
+        headers={"content-type": "text/plain", "content-encoding": "gzip"},
+    )
+    assert put.status_code in (200, 201, 204), put.text
+    await artifact(
+        api, task_id, LIVE, {"storageType": "link", "artifact": BACKING, "contentType": "text/plain"}, creds
+    )
+
+
+async def complete(api: Api, task_id: str, creds: Credentials) -> None:
+    done = await api.call("POST", f"/task/{task_id}/runs/0/completed", creds=creds)
+    assert done.status_code == 200, done.text

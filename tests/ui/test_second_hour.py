@@ -6,19 +6,39 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import pytest
+
+from taskyard.artifacts.local import LocalStore
 from taskyard.model import dates, slugid
 from taskyard.model.guard import ALLOW_ALL
 from taskyard.queue import claims
 from taskyard.ui import task
 from tests.api.conftest import TASK_QUEUE_ID, Api
+from tests.conftest import FakeClock
 from tests.ui.conftest import Browser, hidden_fields
-from tests.ui.helpers import WORKER, get, make_group, resolve
-from tests.ui.test_task_page import BACKING, LIVE, artifact, blobs, claimed, complete, upload_log
+from tests.ui.helpers import (
+    BACKING,
+    LIVE,
+    WORKER,
+    artifact,
+    blob_store,
+    claimed,
+    complete,
+    get,
+    make_group,
+    resolve,
+    upload_log,
+)
 
-__all__ = ["blobs"]  # the task page tests' blob store, for s3 artifacts
+
+@pytest.fixture
+def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
+    """A blob store, for s3 artifacts."""
+    return blob_store(tmp_path, clock)
 
 
 async def test_the_signin_page_says_reading_needs_scopes(api: Api) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
 from typing import Any
@@ -12,23 +11,19 @@ import httpx
 import pytest
 
 from taskyard.artifacts.local import LocalStore
-from taskyard.model import dates, slugid
+from taskyard.model import slugid
 from taskyard.ui import task, task_log
-from tests.api.conftest import TASK_QUEUE_ID, Api, Credentials
-from tests.conftest import SECRET_KEY, FakeClock
+from tests.api.conftest import TASK_QUEUE_ID, Api
+from tests.conftest import FakeClock
+from tests.ui.helpers import BACKING, LIVE, artifact, blob_store, claimed, complete, upload_log
 
-QUEUE = TASK_QUEUE_ID.replace("/", "%2F")
 HTML = {"accept": "text/html"}
-LIVE = "public/logs/live.log"
-BACKING = "public/logs/live_backing.log"
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 @pytest.fixture
 def blobs(tmp_path: Path, clock: FakeClock) -> LocalStore:
-    return LocalStore(
-        str(tmp_path / "blobs"), "http://testserver", SECRET_KEY, max_bytes=64 << 20, clock=clock
-    )
+    return blob_store(tmp_path, clock)
 
 
 async def page(api: Api, path: str) -> httpx.Response:
@@ -44,49 +39,6 @@ def no_injected_markup(html: str) -> None:
     )
     assert 'href="javascript:' not in html
     assert len(re.findall(r"<script\b", html)) == 2  # ui.js and task.js, nothing else
-
-
-async def claimed(api: Api, **overrides: Any) -> tuple[str, Credentials]:
-    task_id, _ = await api.create_task(**overrides)
-    answer = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": "w1"})
-    (claim,) = answer.json()["tasks"]
-    return task_id, Credentials.from_response(claim["credentials"])
-
-
-async def artifact(
-    api: Api, task_id: str, name: str, body: dict[str, Any], creds: Credentials
-) -> httpx.Response:
-    body = {"expires": dates.to_iso(api.clock() + dates.HOUR), **body}
-    answer = await api.call(
-        "POST", f"/task/{task_id}/runs/0/artifacts/{quote(name, safe='')}", body, creds=creds
-    )
-    assert answer.status_code == 200, answer.text
-    return answer
-
-
-async def upload_log(api: Api, task_id: str, data: bytes, creds: Credentials) -> None:
-    """As the worker ends a run: the backing log gzipped, then the live log a link to it."""
-    created = await artifact(
-        api,
-        task_id,
-        BACKING,
-        {"storageType": "s3", "contentType": "text/plain", "contentEncoding": "gzip"},
-        creds,
-    )
-    put = await api.client.put(
-        created.json()["putUrl"],
-        content=gzip.compress(data),
-        headers={"content-type": "text/plain", "content-encoding": "gzip"},
-    )
-    assert put.status_code in (200, 201, 204), put.text
-    await artifact(
-        api, task_id, LIVE, {"storageType": "link", "artifact": BACKING, "contentType": "text/plain"}, creds
-    )
-
-
-async def complete(api: Api, task_id: str, creds: Credentials) -> None:
-    done = await api.call("POST", f"/task/{task_id}/runs/0/completed", creds=creds)
-    assert done.status_code == 200, done.text
 
 
 async def test_the_page_shows_the_definition_status_runs_and_group(api: Api) -> None:

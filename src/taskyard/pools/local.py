@@ -189,8 +189,8 @@ class LocalProvider:
         if time.monotonic() < self.not_before.get(pool.worker_pool_id, 0.0):
             return
         async with wm.storage.reader() as session:
-            pending = int(await session.fetchval("count_pending", pool.worker_pool_id))
-            claimed = int(await session.fetchval("count_claimed", pool.worker_pool_id))
+            counts = await session.fetchrow("pool_queue_counts", pool.worker_pool_id)
+        pending, claimed = (0, 0) if counts is None else (int(counts["pending"]), int(counts["claimed"]))
         count = workers_to_start(
             min_capacity=low,
             max_capacity=high,

@@ -121,3 +121,10 @@ SELECT error_id, worker_pool_id, reported, kind, title, description, extra, work
 DELETE FROM worker_pool_errors
  WHERE error_id IN (SELECT error_id FROM worker_pool_errors WHERE reported < $1
                      ORDER BY reported LIMIT $2)
+
+-- A pool's task queue: its pending runs and its running tasks, read in one statement so that both
+-- counts are of one moment (a claim between two reads would count its run in neither, or in
+-- both, and start a worker no task needs).
+-- name: pool_queue_counts
+SELECT (SELECT count(*) FROM pending_runs WHERE task_queue_id = $1) AS pending,
+       (SELECT count(*) FROM tasks WHERE task_queue_id = $1 AND state = 'running') AS claimed
