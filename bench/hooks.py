@@ -19,9 +19,7 @@ import argparse
 import asyncio
 import json
 import secrets
-import shutil
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -31,7 +29,7 @@ from typing import Any
 import taskcluster
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lifecycle import ROOT_CLIENT_ID, Server, percentile, scratch_database, taskyard_command
+from lifecycle import percentile, scratch_server
 
 GROUP = "bench"
 TEMPLATE = {
@@ -139,38 +137,22 @@ def bound(hooks: taskcluster.Hooks, queue: taskcluster.Queue, count: int) -> dic
 
 async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     print(f"\n== {name} ==", flush=True)
-    data_dir = Path(tempfile.mkdtemp(prefix=f"taskyard-bench-hooks-{name}-"))
-    try:
-        async with scratch_database(name) as pg_url:
-            if name == "postgres" and pg_url is None:
-                return None
-            db_url = pg_url or f"sqlite:///{data_dir}/taskyard.sqlite3"
-            token = secrets.token_urlsafe(33)
-            server = Server(data_dir, db_url, token, taskyard_command())
-            await server.start()
-            options = {
-                "rootUrl": server.root_url,
-                "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": token},
-            }
-            hooks, queue = taskcluster.Hooks(options), taskcluster.Queue(options)
-            taskcluster.Auth(options).createRole(
-                f"hook-id:{GROUP}/*",
-                {"description": "bench", "scopes": ["queue:create-task:*", "queue:scheduler-id:*"]},
-            )
-            try:
-                with ThreadPoolExecutor(8) as pool:
-                    sched = await asyncio.to_thread(scheduled, hooks, queue, args.hooks, pool)
-                late = f"last fired {sched['last_s']} s after its time, p50 {sched['p50_s']} s"
-                print(f"  {sched['hooks']} hooks: {late} ({sched['missing']} missing)", flush=True)
-                bind = await asyncio.to_thread(bound, hooks, queue, args.bindings)
-                print(
-                    f"  binding: event commit -> hook's task p50 {bind['p50_ms']} ms, p99 {bind['p99_ms']} ms"
-                )
-            finally:
-                server.stop()
-            return {"schedule": sched, "binding": bind}
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+    async with scratch_server(name, "hooks") as served:
+        if served is None:
+            return None
+        _, options = served
+        hooks, queue = taskcluster.Hooks(options), taskcluster.Queue(options)
+        taskcluster.Auth(options).createRole(
+            f"hook-id:{GROUP}/*",
+            {"description": "bench", "scopes": ["queue:create-task:*", "queue:scheduler-id:*"]},
+        )
+        with ThreadPoolExecutor(8) as pool:
+            sched = await asyncio.to_thread(scheduled, hooks, queue, args.hooks, pool)
+        late = f"last fired {sched['last_s']} s after its time, p50 {sched['p50_s']} s"
+        print(f"  {sched['hooks']} hooks: {late} ({sched['missing']} missing)", flush=True)
+        bind = await asyncio.to_thread(bound, hooks, queue, args.bindings)
+        print(f"  binding: event commit -> hook's task p50 {bind['p50_ms']} ms, p99 {bind['p99_ms']} ms")
+        return {"schedule": sched, "binding": bind}
 
 
 async def main(argv: list[str] | None = None) -> None:

@@ -964,6 +964,35 @@ async def scratch_database(name: str) -> Any:
             print(f"  could not drop scratch database {db_name}: {exc}")
 
 
+@contextlib.asynccontextmanager
+async def scratch_server(name: str, what: str) -> Any:
+    """Yield a started `taskyard serve` on a fresh database of backend `name` (`sqlite` or
+    `postgres`) and the options of TaskCluster's clients for its root client, or None if
+    PostgreSQL is unavailable; stop it and remove its data directory after. `what` names the
+    bench in the directory's name."""
+    data_dir = Path(tempfile.mkdtemp(prefix=f"taskyard-bench-{what}-{name}-"))
+    try:
+        async with scratch_database(name) as pg_url:
+            if name == "postgres" and pg_url is None:
+                yield None
+                return
+            token = secrets.token_urlsafe(33)
+            server = Server(
+                data_dir, pg_url or f"sqlite:///{data_dir}/taskyard.sqlite3", token, taskyard_command()
+            )
+            await server.start()
+            options = {
+                "rootUrl": server.root_url,
+                "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": token},
+            }
+            try:
+                yield server, options
+            finally:
+                server.stop()
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- 4. the poll protocol
 
 MESSAGE = re.compile(

@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import secrets
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +30,7 @@ from typing import Any
 import taskcluster
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lifecycle import ROOT_CLIENT_ID, Server, percentile, scratch_database, taskyard_command
+from lifecycle import percentile, scratch_server
 
 
 def when(text: str) -> float:
@@ -163,39 +160,23 @@ def burst(
 
 async def run_backend(name: str, args: argparse.Namespace) -> dict[str, Any] | None:
     print(f"\n== {name} ==", flush=True)
-    data_dir = Path(tempfile.mkdtemp(prefix=f"taskyard-bench-pools-{name}-"))
-    try:
-        async with scratch_database(name) as pg_url:
-            if name == "postgres" and pg_url is None:
-                return None
-            db_url = pg_url or f"sqlite:///{data_dir}/taskyard.sqlite3"
-            token = secrets.token_urlsafe(33)
-            server = Server(data_dir, db_url, token, taskyard_command())
-            await server.start()
-            options = {
-                "rootUrl": server.root_url,
-                "credentials": {"clientId": ROOT_CLIENT_ID, "accessToken": token},
-            }
-            wm, queue = taskcluster.WorkerManager(options), taskcluster.Queue(options)
-            try:
-                first = await asyncio.to_thread(cold, wm, queue, args.rounds)
-                print(
-                    f"  cold: created -> claimed p50 {first['p50_s']} s, max {first['max_s']} s", flush=True
-                )
-                second = await asyncio.to_thread(burst, wm, queue, args.tasks, args.max, args.per_worker)
-                print(
-                    f"  burst: {second['tasks']} one-second tasks on max {second['max_capacity']}: "
-                    f"{second['took_s']} s (ideal {second['ideal_s']} s, {second['over_ideal']:+.1%}), "
-                    f"{second['completed']} completed, at most {second['most_workers_seen']} workers; first "
-                    f"claim after {second['startup_s']} s, a run takes {second['run_p50_s']} s and the next "
-                    f"claim comes {second['gap_p50_s']} s after it (p50), {second['workers']} workers in all",
-                    flush=True,
-                )
-            finally:
-                server.stop()
-            return {"cold": first, "burst": second}
-    finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+    async with scratch_server(name, "pools") as served:
+        if served is None:
+            return None
+        _, options = served
+        wm, queue = taskcluster.WorkerManager(options), taskcluster.Queue(options)
+        first = await asyncio.to_thread(cold, wm, queue, args.rounds)
+        print(f"  cold: created -> claimed p50 {first['p50_s']} s, max {first['max_s']} s", flush=True)
+        second = await asyncio.to_thread(burst, wm, queue, args.tasks, args.max, args.per_worker)
+        print(
+            f"  burst: {second['tasks']} one-second tasks on max {second['max_capacity']}: "
+            f"{second['took_s']} s (ideal {second['ideal_s']} s, {second['over_ideal']:+.1%}), "
+            f"{second['completed']} completed, at most {second['most_workers_seen']} workers; first "
+            f"claim after {second['startup_s']} s, a run takes {second['run_p50_s']} s and the next "
+            f"claim comes {second['gap_p50_s']} s after it (p50), {second['workers']} workers in all",
+            flush=True,
+        )
+        return {"cold": first, "burst": second}
 
 
 async def main(argv: list[str] | None = None) -> None:

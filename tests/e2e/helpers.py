@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 import mohawk
@@ -232,3 +233,18 @@ def hook_body(task_queue: str, **more: Any) -> dict[str, Any]:
         "task": task,
         **more,
     }
+
+
+def worker_pids(*words: str) -> list[int]:
+    """The processes on this machine that are `taskyard worker`s whose command line holds each of
+    `words` (a pool's id, a worker id)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                line = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"worker" in line and all(word.encode() in line for word in words):
+                found.append(int(entry.name))
+    return found

@@ -17,7 +17,7 @@ import taskcluster
 
 from tests.e2e.bus import EVENTS_URL, Listener
 from tests.e2e.conftest import Server, start_server
-from tests.e2e.helpers import create, task_queue_id
+from tests.e2e.helpers import create, task_queue_id, worker_pids
 
 pytestmark = [pytest.mark.postgres, pytest.mark.parametrize("db_url", ["postgres"], indirect=True)]
 PROCESSES = 3
@@ -129,20 +129,6 @@ def test_a_killed_process_is_replaced_and_the_sweeps_go_on(fleet: Server) -> Non
     assert runs[1]["state"] == "pending"
 
 
-def worker_processes(pool_id: str) -> int:
-    """`taskyard worker` processes of `pool_id` alive on this machine, whichever server started them."""
-    found = 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"worker" in words and b"--register" in words and pool_id.encode() in words:
-                found += 1
-    return found
-
-
 def test_a_local_pool_is_provisioned_by_one_process_of_many(fleet: Server) -> None:
     pool_id = task_queue_id("local-fleet")
     wm = taskcluster.WorkerManager(fleet.options())
@@ -161,7 +147,7 @@ def test_a_local_pool_is_provisioned_by_one_process_of_many(fleet: Server) -> No
     most = 0
     give_up = time.monotonic() + 90
     while time.monotonic() < give_up:
-        most = max(most, worker_processes(pool_id))
+        most = max(most, len(worker_pids("--register", pool_id)))
         if all(queue.status(t)["status"]["state"] == "completed" for t in task_ids):
             break
         time.sleep(0.05)

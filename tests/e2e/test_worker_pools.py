@@ -18,7 +18,17 @@ import pytest
 import taskcluster
 
 from tests.e2e.conftest import Server, start_server
-from tests.e2e.helpers import create, definition, iso, now, refused, state_is, wait_for, wait_for_status
+from tests.e2e.helpers import (
+    create,
+    definition,
+    iso,
+    now,
+    refused,
+    state_is,
+    wait_for,
+    wait_for_status,
+    worker_pids,
+)
 
 SECRET = "x" * 44
 
@@ -50,15 +60,8 @@ def sleeper(seconds: float) -> dict[str, Any]:
 
 def pid_of(worker_id: str) -> int:
     """The process id of the `taskyard worker` whose command line names `worker_id`."""
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"worker" in words and worker_id.encode() in words:
-                return int(entry.name)
-    raise AssertionError(f"no process for worker {worker_id}")
+    (pid,) = worker_pids(worker_id)
+    return pid
 
 
 def alive(pid: int) -> bool:
