@@ -15,7 +15,7 @@ from taskyard.model import slugid
 from taskyard.ui import task, task_log
 from tests.api.conftest import TASK_QUEUE_ID, Api
 from tests.conftest import FakeClock
-from tests.ui.helpers import BACKING, LIVE, artifact, blob_store, claimed, complete, upload_log
+from tests.ui.helpers import BACKING, LIVE, QUEUE, artifact, blob_store, claimed, complete, upload_log
 
 HTML = {"accept": "text/html"}
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
@@ -155,6 +155,23 @@ async def test_relations_are_linked(api: Api) -> None:
     html = (await page(api, f"/tasks/{second}")).text
     assert f'href="/tasks/{first}"' in html  # a dependency
     assert 'href="https://example.com/s"' in html  # a web source is a link
+
+
+async def test_an_unscheduled_task_says_whether_it_waits_or_is_blocked(api: Api) -> None:
+    first, _ = await api.create_task()
+    second, _ = await api.create_task(dependencies=[first])
+    lenient, _ = await api.create_task(dependencies=[first], requires="all-resolved")
+    html = (await page(api, f"/tasks/{second}")).text
+    assert "waits for 1 of its 1 dependencies to complete" in " ".join(html.split())
+    claim = await api.call("POST", f"/claim-work/{QUEUE}", {"workerGroup": "wg", "workerId": "w1"})
+    assert [c["status"]["taskId"] for c in claim.json()["tasks"]] == [first]  # the others wait on it
+    failed = await api.call("POST", f"/task/{first}/runs/0/failed")
+    assert failed.status_code == 200, failed.text
+    text = " ".join((await page(api, f"/tasks/{second}")).text.split())
+    assert "is blocked" in text and "will never run" in text and "deadline-exceeded" in text
+    assert f'href="/tasks/{first}"' in text and "failed" in text
+    ran = " ".join((await page(api, f"/tasks/{lenient}")).text.split())
+    assert "is blocked" not in ran  # all-resolved: a failed dependency lets it run
 
 
 async def test_unknown_and_malformed_tasks_are_html_error_pages(api: Api) -> None:

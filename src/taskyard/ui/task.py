@@ -206,6 +206,10 @@ async def task_page(ui: UI, request: Request) -> Response:
     dependents, more_dependents = listed if listed is not None else ([], False)
     as_yaml, as_json = definition_texts(definition)
     runs = [_run_view(r, ui.now()) for r in status["runs"]]
+    dependencies = (
+        cast(list[Any] | None, await access.read(ui, request, pages.TASK_DEPENDENCIES, params)) or []
+    )
+    blocked_by, waiting_for = _unscheduled(definition, dependencies)
     return await ui.page(
         request,
         "task.html",
@@ -220,7 +224,9 @@ async def task_page(ui: UI, request: Request) -> Response:
         log=log,
         artifacts=by_run,
         more_artifacts=more_artifacts,
-        dependencies=await access.read(ui, request, pages.TASK_DEPENDENCIES, params),
+        dependencies=dependencies,
+        blocked_by=blocked_by,
+        waiting_for=waiting_for,
         dependency_count=len(definition.get("dependencies", [])),
         dependents=dependents,
         dependents_shown=listed is not None,
@@ -232,6 +238,20 @@ async def task_page(ui: UI, request: Request) -> Response:
         signature=signature(status["state"], [r["state"] for r in status["runs"]]),
         shown=SHOWN_RELATIONS,
     )
+
+
+def _unscheduled(definition: TaskDefinition, shown: list[Any]) -> tuple[Any, int]:
+    """Why an unscheduled task has no run: the first dependency (of those shown) that did not
+    complete when the task requires all-completed (it is blocked for good), and how many of its
+    dependencies it still waits for (those shown that are not done, and all beyond them)."""
+    requires = definition.get("requires", "all-completed")
+    if requires == "all-completed":
+        for dependency in shown:
+            if dependency["state"] in ("failed", "exception", "gone"):
+                return dependency, 0
+    done = ("completed",) if requires == "all-completed" else ("completed", "failed", "exception")
+    total = len(definition.get("dependencies", []))
+    return None, total - sum(1 for d in shown if d["state"] in done)
 
 
 def signature(state: str, run_states: list[str]) -> str:
