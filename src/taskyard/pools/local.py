@@ -342,10 +342,8 @@ class LocalProvider:
             child.tail.append(text.rstrip("\n"))
             sys.stderr.write(text)
         code = await child.process.wait()
-        crashed = code not in EXPECTED_EXITS and not child.signalled
+        crashed = code not in EXPECTED_EXITS and not child.signalled  # not stopped by this server
         why = f"exited with status {code}" if code >= 0 else f"was killed by signal {-code}"
-        if child.signalled and code < 0 and -code == child.signalled:
-            crashed = False
         await self._stopped(wm, child.pool_id, child.worker_id, why, crashed=crashed, tail=list(child.tail))
         self.children.pop((child.pool_id, child.worker_id), None)
         await asyncio.to_thread(shutil.rmtree, child.home, True)
