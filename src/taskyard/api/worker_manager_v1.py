@@ -8,6 +8,7 @@ segments) need it encoded, as TaskCluster's do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypedDict
 
 from taskyard.api.queue_v1 import PING, empty, ping, version
@@ -18,6 +19,7 @@ from taskyard.model.identifiers import IDENT, TASK_QUEUE_ID
 from taskyard.pools import pools, reports, workers
 from taskyard.pools.port import WorkerRequest
 from taskyard.pools.service import NULL_PROVIDER, STATES, PoolRequest, Worker, WorkerManager, WorkerPool
+from taskyard.storage.port import Row
 
 PROVIDER_ID = r"^([a-zA-Z0-9-_]*)$"
 OWNER = r"^[^@\s]+@[^@\s]+$"
@@ -292,7 +294,8 @@ async def list_workers_in_group(call: Call) -> WorkerList:
     return _worker_page(rows, query.limit, lambda row: [row["worker_id"]])
 
 
-def _worker_page(rows: list, limit: int, key) -> WorkerList:  # type: ignore[type-arg, no-untyped-def]
+def _worker_page(rows: list[Row], limit: int, key: Callable[[Row], list[object]]) -> WorkerList:
+    """A page of workers from `limit + 1` rows, its token holding `key` of the last one shown."""
     shown = [workers.shown(row) for row in rows[:limit]]
     last: list[object] | None = key(rows[limit - 1]) if len(rows) > limit else None
     return {"workers": shown, **paging.more(paging.keyset_token(rows, last, limit))}

@@ -45,6 +45,7 @@ from taskyard.pools import reports
 from taskyard.pools.estimate import workers_to_start
 from taskyard.pools.port import NewWorker, StoredPool, StoredWorker, WorkerRequest
 from taskyard.pools.service import CHANNEL, WorkerManager
+from taskyard.pools.workers import digest, stored_worker, worker_message, write_worker
 from taskyard.queue import service as queue_service
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ class LocalProvider:
         local = {pool.worker_pool_id: pool for pool in pools}
         async with wm.storage.reader() as session:
             rows = await session.fetch("live_workers_of_provider", PROVIDER_ID)
-        live = [_stored(row) for row in rows]
+        live = [stored_worker(row) for row in rows]
         await self._settle_unowned(
             wm, [w for w in live if (w.worker_pool_id, w.worker_id) not in self.children]
         )
@@ -214,8 +215,6 @@ class LocalProvider:
     async def _start(
         self, wm: WorkerManager, pool: StoredPool, capacity: int, *, idle_timeout: int, core: bool
     ) -> None:
-        from taskyard.pools.workers import digest, worker_message
-
         worker_type = pool.worker_pool_id.split("/", 1)[1]
         worker_id = f"{worker_type[:27]}-{slugid.nice()[:10].lower().replace('_', '0').replace('-', '0')}"
         secret = slugid.nice() + slugid.nice()
@@ -270,10 +269,8 @@ class LocalProvider:
         async with wm.storage.transaction() as tx:
             row = await tx.fetchrow("lock_pool_worker", pool.worker_pool_id, GROUP, worker_id)
             if row is not None:
-                from taskyard.pools.workers import _write, stored_worker
-
                 data = {"host": self.host, "pid": process.pid}
-                await _write(tx, stored_worker(row), provider_data=data, now=wm.clock())
+                await write_worker(tx, stored_worker(row), provider_data=data, now=wm.clock())
         log.info(
             "started worker %s/%s for pool %s (pid %d, capacity %d%s)",
             GROUP,
@@ -360,15 +357,13 @@ class LocalProvider:
         tail: list[str] | None = None,
     ) -> None:
         """Record a worker stopped (and, if it crashed, the pool's error and a pause)."""
-        from taskyard.pools.workers import _write, stored_worker, worker_message
-
         now = wm.clock()
         with contextlib.suppress(Exception) if self.stopping else contextlib.nullcontext():
             async with wm.storage.transaction() as tx:
                 row = await tx.fetchrow("lock_pool_worker", pool_id, GROUP, worker_id)
                 if row is not None and row["state"] != "stopped":
                     stored = stored_worker(row)
-                    await _write(tx, stored, state="stopped", expires=now + STOPPED_KEEP, now=now)
+                    await write_worker(tx, stored, state="stopped", expires=now + STOPPED_KEEP, now=now)
                     await queue_service.publish_tx(
                         wm.queue, tx, [worker_message("worker-stopped", stored, now)]
                     )
@@ -465,12 +460,6 @@ class LocalProvider:
     def running(self) -> int:
         """Worker processes of this server that are still alive."""
         return len(self.children)
-
-
-def _stored(row: object) -> StoredWorker:
-    from taskyard.pools.workers import stored_worker
-
-    return stored_worker(row)  # type: ignore[arg-type]
 
 
 def _write_secret(home: Path, secret: str) -> Path:

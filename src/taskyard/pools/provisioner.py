@@ -1,12 +1,12 @@
 """The provisioner: one loop per server process; the process that leads it (`Storage.lead`) asks
 each provider to provision its pools whenever something may call for it, and no other does.
 
-It wakes on work made pending in any task queue (the queue's own notifications, from every
-process), on a pool or worker changed, and on a local worker's exit; a wake-up for a task queue
-that is no local pool costs a set lookup. A process that does not lead asks again every
-`LEAD_RECHECK` seconds (taking over when the leader is gone), and one that stops leading stops
-the workers it started. The upkeep (expired errors and workers, deleted pools) runs on the
-expiry interval, in the leading process.
+The leading process wakes on work made pending in any task queue (the queue's own
+notifications, from every process), on a pool or worker changed, and on a local worker's exit; a
+wake-up for a task queue that is no local pool costs a set lookup. A process that does not lead
+sleeps, and asks to lead again every `LEAD_RECHECK` seconds (taking over when the leader is
+gone); one that stops leading stops the workers it started. The upkeep (expired errors and
+workers, deleted pools) runs on the expiry interval, in the leading process.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ async def run_forever(wm: WorkerManager) -> None:
             pending, wm.pending = wm.pending, set()
             dirty, wm.dirty = wm.dirty, False
             timeout: float | None = None
+            waking = True  # wake on a change (a non-leading process only asks again in time)
             try:
                 if await wm.storage.lead(PROVISIONER):
                     if not leading:
@@ -49,11 +50,16 @@ async def run_forever(wm: WorkerManager) -> None:
                         log.warning("this process no longer provisions the worker pools")
                         leading = False
                         await release_all(wm)
-                    timeout = LEAD_RECHECK
+                    # Not on every wake-up: work made pending anywhere wakes this loop, and each
+                    # ask is a round trip to PostgreSQL (createTask's hot path, in every process).
+                    timeout, waking = LEAD_RECHECK, False
             except Exception:
                 log.exception("provisioning failed; trying again in %.0f s", RETRY_AFTER)
                 timeout = RETRY_AFTER
                 wm.dirty = True
+            if not waking:
+                await asyncio.sleep(LEAD_RECHECK)
+                continue
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
                     await wm.changed.wait()

@@ -9,7 +9,7 @@ from typing import NotRequired, TypedDict
 from taskyard.model.owner_mail import OwnerMail, no_mail
 from taskyard.model.types import JSONObject
 from taskyard.pools.port import Provider
-from taskyard.queue.service import Queue
+from taskyard.queue.service import PENDING_CHANNEL, Queue
 from taskyard.storage.port import Row
 
 PROVISIONER = "worker-manager-provisioner"  # the job's name, in logs and for `Storage.lead`
@@ -104,8 +104,6 @@ class WorkerManager:
 
     async def start(self) -> None:
         """Hear of pool and worker changes, and of work made pending, from every process."""
-        from taskyard.queue.service import PENDING_CHANNEL
-
         await self.storage.listen(CHANNEL, self._heard)
         await self.storage.listen(PENDING_CHANNEL, self._heard_pending)
 

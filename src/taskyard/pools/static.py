@@ -9,6 +9,7 @@ from taskyard.model import schema
 from taskyard.model.errors import InputError
 from taskyard.model.types import JSONObject, Millis
 from taskyard.pools.port import NewWorker, StoredPool, StoredWorker, WorkerRequest
+from taskyard.pools.workers import digest
 
 if TYPE_CHECKING:
     from taskyard.pools.service import WorkerManager
@@ -30,8 +31,6 @@ NOT_SUPPORTED = "not supported for this provider"
 
 def secret_digest(request: WorkerRequest, *, required: bool, old: str = "") -> str:
     """The digest of `providerInfo.staticSecret`; 400 if it is missing and `required`."""
-    from taskyard.pools.workers import digest
-
     info = request.get("providerInfo", {})
     secret = info.get("staticSecret") if isinstance(info, dict) else None
     if secret is None or secret == "":

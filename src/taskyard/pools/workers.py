@@ -18,12 +18,12 @@ from typing import NotRequired, TypedDict
 import orjson
 
 from taskyard.auth import hawk
-from taskyard.model import dates, slugid
+from taskyard.model import dates, schema, slugid
 from taskyard.model.errors import InputError, RequestConflict, ResourceNotFound
 from taskyard.model.messages import Message
 from taskyard.model.types import JSONObject, Millis
 from taskyard.pools import pools
-from taskyard.pools.port import StoredPool, StoredWorker, WorkerRequest
+from taskyard.pools.port import Provider, StoredPool, StoredWorker, WorkerRequest
 from taskyard.pools.service import CHANNEL, Worker, WorkerManager, present
 from taskyard.queue import service as queue_service
 from taskyard.storage.port import Row, Tx
@@ -142,7 +142,7 @@ async def _pool_or_404(tx: Tx, pool_id: str) -> StoredPool:
     return pool
 
 
-def _provider_of(wm: WorkerManager, provider_id: str, pool_id: str):  # type: ignore[no-untyped-def]
+def _provider_of(wm: WorkerManager, provider_id: str, pool_id: str) -> Provider:
     provider = wm.provider(provider_id)
     if provider is None:
         raise ResourceNotFound(f"Provider {provider_id} for worker pool {pool_id} does not exist")
@@ -194,8 +194,6 @@ async def create_worker(
 
 
 def _expires(request: WorkerRequest) -> Millis:
-    from taskyard.model import schema
-
     return schema.to_millis(request["expires"])
 
 
@@ -213,7 +211,7 @@ async def update_worker(
         stored = stored_worker(row)
         provider = _provider_of(wm, stored.provider_id, pool.worker_pool_id)
         new = provider.updated_worker(stored, {**request, "capacity": capacity})
-        await _write(
+        await write_worker(
             tx,
             stored,
             state=new.state,
@@ -228,7 +226,8 @@ async def update_worker(
     return shown(row)
 
 
-async def _write(tx: Tx, stored: StoredWorker, *, now: Millis, **changes: object) -> None:
+async def write_worker(tx: Tx, stored: StoredWorker, *, now: Millis, **changes: object) -> None:
+    """Write `stored` back with `changes` (its columns by name), last modified and checked now."""
     values: dict[str, object] = {
         "state": stored.state,
         "capacity": stored.capacity,
@@ -264,7 +263,7 @@ async def remove_worker(
         provider = _provider_of(wm, stored.provider_id, pool_id)
         state = provider.removed_state(stored)
         if state != stored.state:
-            await _write(
+            await write_worker(
                 tx,
                 stored,
                 state=state,
@@ -368,7 +367,7 @@ async def register(wm: WorkerManager, request: RegisterRequest) -> Registration:
         if worker.state == "requested":
             messages.append(worker_message("worker-running", worker, now))
             tx.notify(CHANNEL, pool_id)
-        await _write(tx, worker, state="running", registration_secret=digest(secret), now=now)
+        await write_worker(tx, worker, state="running", registration_secret=digest(secret), now=now)
         await queue_service.publish_tx(wm.queue, tx, messages)
     log.info("worker %s/%s of pool %s registered (provider %s)", group, worker_id, pool_id, provider_id)
     worker_config = pool.config.get("workerConfig", {})
@@ -403,7 +402,7 @@ async def reregister(wm: WorkerManager, request: ReregisterRequest) -> Reregistr
         provider = _provider_of(wm, worker.provider_id, pool_id)
         expires = provider.registration_expiry(pool, now)
         secret = slugid.nice() + slugid.nice()
-        await _write(tx, worker, registration_secret=digest(secret), now=now)
+        await write_worker(tx, worker, registration_secret=digest(secret), now=now)
     return {
         "expires": dates.to_iso(expires),
         "credentials": credentials(wm, worker, expires),
