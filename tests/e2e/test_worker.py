@@ -30,22 +30,12 @@ from tests.e2e.workers import (
     resolved,
     running,
     sh,
+    sqlite_module_db_url,
     wait_for,
+    worker_process,
 )
 
-
-@pytest.fixture(scope="module")
-def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
-    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(server, tq, tmp_path / "work").start()
-    yield process
-    process.stop()
+__all__ = ["sqlite_module_db_url", "worker_process"]  # the module's fixtures, from tests/e2e/workers.py
 
 
 @pytest.fixture

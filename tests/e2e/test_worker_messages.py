@@ -8,33 +8,28 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import taskcluster
 
 from tests.e2e.conftest import ROOT_CLIENT_ID, TASKYARD, Server
 from tests.e2e.helpers import create as create_plain
-from tests.e2e.workers import WorkerProcess, create, fetch, resolved, sh, wait_for
+from tests.e2e.workers import (
+    WorkerProcess,
+    create,
+    fetch,
+    resolved,
+    sh,
+    sqlite_module_db_url,
+    wait_for,
+    worker_process,
+)
 
 EXIT_REFUSED = 77  # a worker whose credentials the queue refuses (worker.EXIT_REFUSED, documented)
 
 
-@pytest.fixture(scope="module")
-def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
-    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(server, tq, tmp_path / "work").start()
-    yield process
-    process.stop()
+__all__ = ["sqlite_module_db_url", "worker_process"]  # the module's fixtures, from tests/e2e/workers.py
 
 
 def cli_env(server: Server) -> dict[str, str]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import http.server
 import io
-import shutil
 import sys
 import tarfile
 import threading
@@ -19,21 +18,18 @@ import pytest
 import taskcluster
 
 from tests.e2e.conftest import Server
-from tests.e2e.workers import WorkerProcess, create, fetch, log_text, resolved, sh
+from tests.e2e.workers import (
+    WorkerProcess,
+    create,
+    fetch,
+    log_text,
+    resolved,
+    sh,
+    sqlite_module_db_url,
+    worker_process,
+)
 
-
-@pytest.fixture(scope="module")
-def module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
-    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
-    shutil.copy(request.getfixturevalue("sqlite_template"), path)
-    return f"sqlite:///{path}"
-
-
-@pytest.fixture
-def worker(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
-    process = WorkerProcess(server, tq, tmp_path / "work").start()
-    yield process
-    process.stop()
+__all__ = ["sqlite_module_db_url", "worker_process"]  # the module's fixtures, from tests/e2e/workers.py
 
 
 @pytest.fixture

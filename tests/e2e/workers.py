@@ -5,15 +5,17 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import requests
 import taskcluster
 
@@ -22,6 +24,23 @@ from tests.e2e.conftest import TASKYARD, Server
 from tests.e2e.helpers import definition, iso, now, slug
 
 RESOLVED = ("completed", "failed", "exception")
+
+
+# The fixtures of the modules that run worker processes (import them there, and list them in the
+# module's `__all__`): the module's server on SQLite alone (a worker's behaviour does not depend on
+# the database), and a worker claiming from the test's own task queue.
+@pytest.fixture(scope="module", name="module_db_url")
+def sqlite_module_db_url(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> str:
+    path = tmp_path_factory.mktemp("db") / "taskyard.sqlite3"
+    shutil.copy(request.getfixturevalue("sqlite_template"), path)
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(name="worker")
+def worker_process(server: Server, tq: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(server, tq, tmp_path / "work").start()
+    yield process
+    process.stop()
 
 
 @dataclass
