@@ -9,7 +9,9 @@ of temporary credentials). The measurements:
                    temporary credentials) while a creator creates N tasks with a bounded number in
                    flight; lifecycles/s = tasks completed / (last completion - first create sent);
                    each task's queue wait, and how much of it the backlog ahead of it leaves
-                   unexplained (see queue_wait).
+                   unexplained (see queue_wait). `--shape waiting` creates with 4 in flight
+                   instead of 16, so that the workers wait in long polls and are woken as tasks
+                   arrive rather than find a backlog.
 2. dispatch        W workers wait in claimWork on an empty task queue; tasks are created one at a
                    time; latency from the createTask response (the commit) to the waiting worker's
                    claimWork response, and from the createTask request being sent.
@@ -1433,6 +1435,12 @@ def print_table(all_results: dict[str, dict[str, Any] | None], args: argparse.Na
         print(f"{label:<{width}}{cells}{target:>14}")
 
 
+# The throughput phase's shapes of load: createTasks in flight. With 16 a backlog builds and every
+# claimWork finds a task at once; with 4 (a creator puts one task at a time, as a web app's requests
+# do) the 8 workers wait in long polls and are woken one per new task.
+SHAPES = {"backlog": 16, "waiting": 4}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument(
@@ -1441,7 +1449,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=8, help="throughput: simulated workers (default 8)")
     p.add_argument("--tasks", type=int, default=None, help="throughput: tasks to create (default 2000)")
     p.add_argument(
-        "--create-inflight", type=int, default=16, help="createTask requests in flight (default 16)"
+        "--shape",
+        choices=tuple(SHAPES),
+        default="backlog",
+        help="throughput load: backlog (default; 16 createTasks in flight build a backlog the workers "
+        "drain) or waiting (4 creators one task at a time, so the workers mostly wait in long polls "
+        "and are woken as tasks arrive)",
+    )
+    p.add_argument(
+        "--create-inflight", type=int, default=None, help="createTasks in flight (default: the shape's)"
     )
     p.add_argument("--dispatch-workers", type=int, default=4, help="dispatch: workers waiting (default 4)")
     p.add_argument("--dispatch-samples", type=int, default=None, help="dispatch: samples (default 300)")
@@ -1491,6 +1507,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     quick = args.quick
     args.tasks = args.tasks or (400 if quick else 2000)
+    args.create_inflight = args.create_inflight or SHAPES[args.shape]
     args.dispatch_samples = args.dispatch_samples or (100 if quick else 300)
     args.claim_samples = args.claim_samples or (100 if quick else 200)
     args.poll_samples = args.poll_samples or (30 if quick else 60)

@@ -182,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--taskyard", default=None, help="command that runs taskyard, as bench/lifecycle.py takes it"
     )
+    p.add_argument(
+        "--shape", default="backlog", help="bench/lifecycle.py's throughput load: backlog or waiting"
+    )
     p.add_argument("--json", default=None, help="also write the statements per lifecycle to FILE")
     p.add_argument("--compare", nargs="+", metavar="JSON", help="print runs' --json files side by side")
     args = p.parse_args(argv)
@@ -199,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(stats(url, reset=True))
         skip = "claim,auth,poll,poll-dispatch,dispatch"
         command = [sys.executable, str(ROOT / "bench" / "lifecycle.py"), "--backends", "postgres",
-                   "--skip", skip, "--tasks", str(args.tasks)]  # fmt: skip
+                   "--skip", skip, "--tasks", str(args.tasks), "--shape", args.shape]  # fmt: skip
         if args.taskyard:
             command += ["--taskyard", args.taskyard]
         env = {**os.environ, "TASKYARD_BENCH_POSTGRES": url}
