@@ -7,7 +7,7 @@ phase against it, and prints the statements that cost most, each named by its qu
 `storage/sql/` where it can be told. A deferred write shows as its `PREPARE ty_<query>` (its
 `EXECUTE`s are counted there).
 
-Run: .venv/bin/python bench/statements.py [--tasks 3000] [--top 20] [--taskyard CMD] [--json FILE]
+Run: .venv/bin/python bench/statements.py [--tasks 3000] [--top 20] [--taskyard CMD] [--shape S] [--json FILE]
      .venv/bin/python bench/statements.py --compare OLD.json NEW.json [...]
 `--json` keeps a run's statements per lifecycle; `--compare` prints runs' calls side by side (two
 checkouts', `--taskyard`), each statement's calls per lifecycle, plans and WAL bytes: counts, not
