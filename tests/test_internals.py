@@ -264,12 +264,12 @@ async def test_batches_among_basic_publishes_take_the_next_delivery_tags_and_get
         async def batched(n: int) -> list[object]:
             ids = [f"b{n}-{i}" for i in range(7)]
             frames = batch(channel, queue, ids)
-            futures = await amqp.publish_frames(channel, frames.payload(), frames.count)
+            sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
             # Still unconfirmed (nothing was written yet): filed under consecutive tags, in order.
             tags = {id(future): tag for tag, future in channel.confirmations.items()}
-            first = tags[id(futures[0])]
-            assert [tags[id(f)] for f in futures] == list(range(first, first + 7))
-            acks = await asyncio.gather(*futures)
+            first = tags[id(sent.futures[0])]
+            assert [tags[id(f)] for f in sent.futures] == list(range(first, first + 7))
+            acks = await sent.confirmed()
             for tag, ack in enumerate(acks, first):  # each its own tag's ack (or a multiple one)
                 assert isinstance(ack, spec.Basic.Ack)
                 assert ack.delivery_tag == tag or (ack.multiple and ack.delivery_tag >= tag)
@@ -294,7 +294,8 @@ async def test_batches_among_basic_publishes_take_the_next_delivery_tags_and_get
 
 async def test_a_nack_fails_the_future_of_its_own_message() -> None:
     """A queue that refuses what it has no room for (`reject-publish`) makes the broker nack: the
-    futures of those messages fail with aiormq's DeliveryError, the others' resolve to an ack."""
+    futures of those messages fail with aiormq's DeliveryError, the others' resolve to an ack, and
+    the batch's `confirmed()` raises the DeliveryError."""
     async with confirming_channel() as channel:
         ok = (await channel.queue_declare("", exclusive=True, auto_delete=True)).queue
         full = (
@@ -309,23 +310,52 @@ async def test_a_nack_fails_the_future_of_its_own_message() -> None:
         frames = batch(channel, ok, ["a"])
         frames.add("", full, b"b", cc=[], message_id="b")
         frames.add("", ok, b"c", cc=[], message_id="c")
-        futures = await amqp.publish_frames(channel, frames.payload(), frames.count)
-        results = await asyncio.gather(*futures, return_exceptions=True)
+        sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
+        results = await asyncio.gather(*sent.futures, return_exceptions=True)
         assert isinstance(results[0], spec.Basic.Ack) and isinstance(results[2], spec.Basic.Ack)
         assert isinstance(results[1], aiormq.exceptions.DeliveryError)
         assert isinstance(results[1].frame, spec.Basic.Nack)
+        with pytest.raises(aiormq.exceptions.DeliveryError):
+            await sent.confirmed()
         assert await drained(channel, ok) == ["a", "c"]
+        assert channel.confirmations == {}
 
 
 async def test_a_channel_the_broker_closes_fails_the_futures_at_once() -> None:
-    """A publish to an exchange that does not exist closes the channel (404): the batch's futures
-    fail then, as `basic_publish`'s would, not at the caller's timeout."""
+    """A publish to an exchange that does not exist closes the channel (404): the batch's
+    `confirmed()` fails then, as `basic_publish` would, not at the caller's timeout."""
     async with confirming_channel() as channel:
         frames = Frames(channel.number, channel.max_content_size, content_type="text/plain", delivery_mode=1)
         frames.add("no-such-exchange-" + os.urandom(6).hex(), "k", b"x", cc=[], message_id="m")
-        futures = await amqp.publish_frames(channel, frames.payload(), frames.count)
+        sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
         async with asyncio.timeout(10):
-            (result,) = await asyncio.gather(*futures, return_exceptions=True)
-        assert isinstance(result, aiormq.exceptions.AMQPError), result
+            with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+                await sent.confirmed()
+        assert sent.closed.done()
         with pytest.raises(aiormq.exceptions.ChannelInvalidStateError):
             await amqp.publish_frames(channel, frames.payload(), frames.count)
+
+
+async def test_a_batch_given_up_on_ignores_its_late_confirms() -> None:
+    """`confirmed()` cancelled (the bus's confirm timeout) stops waiting: each message's future is
+    cancelled, the confirms that come later are dropped, and the channel goes on publishing."""
+    async with confirming_channel() as channel:
+        queue = (await channel.queue_declare("", exclusive=True, auto_delete=True)).queue
+        assert queue is not None
+        sent = await amqp.publish_frames(channel, *payload_and_count(batch(channel, queue, ["a", "b"])))
+        waiting = asyncio.create_task(sent.confirmed())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert all(f.cancelled() for f in sent.futures) and sent.closed.cancelled()
+        async with asyncio.timeout(10):
+            while channel.confirmations:  # the late acks, dropped
+                await asyncio.sleep(0.01)
+        again = await amqp.publish_frames(channel, *payload_and_count(batch(channel, queue, ["c"])))
+        assert [type(r) for r in await again.confirmed()] == [spec.Basic.Ack]
+        assert await drained(channel, queue) == ["a", "b", "c"]
+
+
+def payload_and_count(frames: Frames) -> tuple[bytes, int]:
+    return frames.payload(), frames.count

@@ -167,8 +167,9 @@ class AmqpBus:
         """Publish the batch in one socket write, then wait for every message's confirm.
 
         The frames are encoded here (`frames.Frames`) and queued at once under the channel's
-        lock (`internals.amqp.publish_frames`); the confirms come back pipelined. A nack fails
-        its future with aiormq's DeliveryError, as `basic_publish` would.
+        lock (`internals.amqp.publish_frames`); the confirms come back pipelined. A nack raises
+        aiormq's DeliveryError, and a channel that closes meanwhile what closed it, as
+        `basic_publish` would.
         """
         frames = Frames(channel.number, channel.max_content_size, content_type=CONTENT_TYPE, delivery_mode=2)
         prefix, sent = self._id_prefix, self._sent
@@ -180,8 +181,8 @@ class AmqpBus:
                 cc=envelope.cc,
                 message_id=f"{prefix}{next(sent)}",
             )
-        confirms = await amqp_internals.publish_frames(channel, frames.payload(), frames.count)
-        return await asyncio.gather(*confirms)
+        batch = await amqp_internals.publish_frames(channel, frames.payload(), frames.count)
+        return await batch.confirmed()
 
     async def _send(self, channel: aiormq.Channel, envelope: Envelope) -> object:
         """Publish one message and wait for its confirm: aiormq's public path, taken when
