@@ -247,6 +247,18 @@ async def test_the_channel_has_what_publish_frames_uses() -> None:
     assert callable(aiormq.Channel.basic_publish)
 
 
+def test_usable_says_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the bus logs when it falls back to a message at a time."""
+    assert amqp.usable(object()) == (  # type: ignore[arg-type]
+        "its channel has no usable delivery_tag, confirmations, write_queue, number, max_content_size, "
+        "publisher_confirms, lock, create_future"
+    )
+    monkeypatch.setitem(CHECKED, "aiormq", ("7.3", "7.4"))
+    assert amqp.usable(object()) == (  # type: ignore[arg-type]
+        f"aiormq {version('aiormq')} is not one this was checked against (7.3 to 7.4.x)"
+    )
+
+
 async def test_batches_among_basic_publishes_take_the_next_delivery_tags_and_get_their_own_confirms() -> None:
     """`publish_frames` numbers its messages as `basic_publish` does, under the channel's lock: with
     both publishing at once on one channel, every message gets its own tag and its own confirm, and

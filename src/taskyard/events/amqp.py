@@ -186,7 +186,7 @@ class AmqpBus:
 
     async def _send(self, channel: aiormq.Channel, envelope: Envelope) -> object:
         """Publish one message and wait for its confirm: aiormq's public path, taken when
-        `_send_batch`'s use of its channel's internals is not possible (see `_keep_connected`).
+        `_send_batch`'s use of its channel's internals is not possible (see `_use_batches`).
 
         aiormq's channel directly, not aio-pika's Exchange.publish: that wraps every message in
         objects of its own and waits until each is written to the socket before sending the

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 
 import aiormq
 from aiormq.abc import ChannelFrame
@@ -43,7 +43,10 @@ from taskyard.internals import CHECKED
 
 def usable(channel: aiormq.Channel) -> str | None:
     """None if `publish_frames` may be used on `channel`, else why not."""
-    installed = version("aiormq")
+    try:
+        installed = version("aiormq")
+    except PackageNotFoundError:
+        return "aiormq's version is unknown (no package metadata)"
     oldest, newest = CHECKED["aiormq"]
     if not (_release(oldest) <= _release(installed) and _release(installed)[:2] <= _release(newest)[:2]):
         return f"aiormq {installed} is not one this was checked against ({oldest} to {newest}.x)"
