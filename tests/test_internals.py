@@ -7,18 +7,25 @@ caller), then widen `CHECKED` and pyproject.toml's bound together."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import re
 import tomllib
+from collections.abc import AsyncIterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import aiormq
 import orjson
 import pytest
+from aiormq import spec
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from taskyard.internals import CHECKED, locks, server, web
+from taskyard.events.frames import Frames
+from taskyard.internals import CHECKED, amqp, locks, server, web
+from tests.conftest import RABBITMQ_URL, need_rabbitmq
 
 ROOT = Path(__file__).parent.parent
 
@@ -200,3 +207,167 @@ def test_the_server_has_what_serve_overrides_and_reads() -> None:
     assert callable(uvicorn.Server.handle_exit) and callable(uvicorn.Server.shutdown)
     served = uvicorn.Server(uvicorn.Config(lambda *_: None))
     assert served.started is False and served.should_exit is False
+
+
+# aiormq (internals/amqp.py): on the shared RabbitMQ
+
+
+@contextlib.asynccontextmanager
+async def confirming_channel() -> AsyncIterator[aiormq.Channel]:
+    need_rabbitmq()
+    connection = await aiormq.connect(RABBITMQ_URL)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        assert isinstance(channel, aiormq.Channel)
+        yield channel
+    finally:
+        await connection.close()
+
+
+def batch(channel: aiormq.Channel, queue: str, ids: list[str]) -> Frames:
+    """Publishes of `ids` to `queue` through the default exchange."""
+    frames = Frames(channel.number, channel.max_content_size, content_type="text/plain", delivery_mode=1)
+    for message_id in ids:
+        frames.add("", queue, message_id.encode(), cc=[], message_id=message_id)
+    return frames
+
+
+async def drained(channel: aiormq.Channel, queue: str) -> list[str]:
+    bodies = []
+    while True:
+        got = await channel.basic_get(queue, no_ack=True)
+        if got.body == b"" and isinstance(got.delivery, spec.Basic.GetEmpty):
+            return bodies
+        bodies.append(got.body.decode())
+
+
+async def test_the_channel_has_what_publish_frames_uses() -> None:
+    async with confirming_channel() as channel:
+        assert amqp.usable(channel) is None
+    assert callable(aiormq.Channel.basic_publish)
+
+
+def test_usable_says_why_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the bus logs when it falls back to a message at a time."""
+    assert amqp.usable(object()) == (  # type: ignore[arg-type]
+        "its channel has no usable delivery_tag, confirmations, write_queue, number, max_content_size, "
+        "publisher_confirms, lock, create_future"
+    )
+    monkeypatch.setitem(CHECKED, "aiormq", ("7.3", "7.4"))
+    assert amqp.usable(object()) == (  # type: ignore[arg-type]
+        f"aiormq {version('aiormq')} is not one this was checked against (7.3 to 7.4.x)"
+    )
+
+
+async def test_batches_among_basic_publishes_take_the_next_delivery_tags_and_get_their_own_confirms() -> None:
+    """`publish_frames` numbers its messages as `basic_publish` does, under the channel's lock: with
+    both publishing at once on one channel, every message gets its own tag and its own confirm, and
+    the broker gets them in the order of their tags."""
+    async with confirming_channel() as channel:
+        queue = (await channel.queue_declare("", exclusive=True, auto_delete=True)).queue
+        assert queue is not None
+
+        async def single(message_id: str) -> object:
+            properties = spec.Basic.Properties(message_id=message_id)
+            return await channel.basic_publish(
+                message_id.encode(), routing_key=queue, properties=properties, wait=False
+            )
+
+        async def batched(n: int) -> list[object]:
+            ids = [f"b{n}-{i}" for i in range(7)]
+            frames = batch(channel, queue, ids)
+            sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
+            # Still unconfirmed (nothing was written yet): filed under consecutive tags, in order.
+            tags = {id(future): tag for tag, future in channel.confirmations.items()}
+            first = tags[id(sent.futures[0])]
+            assert [tags[id(f)] for f in sent.futures] == list(range(first, first + 7))
+            acks = await sent.confirmed()
+            for tag, ack in enumerate(acks, first):  # each its own tag's ack (or a multiple one)
+                assert isinstance(ack, spec.Basic.Ack)
+                assert ack.delivery_tag == tag or (ack.multiple and ack.delivery_tag >= tag)
+            return acks
+
+        work: list[Any] = []
+        for n in range(5):
+            work += [single(f"s{n}-{i}") for i in range(3)] + [batched(n)]
+        results = await asyncio.gather(*work)
+        assert all(isinstance(r, spec.Basic.Ack) for r in results[::4] + results[1::4] + results[2::4])
+        assert channel.delivery_tag == 5 * (3 + 7)
+        assert channel.confirmations == {}
+        received = await drained(channel, queue)
+        assert sorted(received) == sorted(
+            [f"s{n}-{i}" for n in range(5) for i in range(3)]
+            + [f"b{n}-{i}" for n in range(5) for i in range(7)]
+        )
+        for n in range(5):  # a batch arrives whole, in order
+            start = received.index(f"b{n}-0")
+            assert received[start : start + 7] == [f"b{n}-{i}" for i in range(7)]
+
+
+async def test_a_nack_fails_the_future_of_its_own_message() -> None:
+    """A queue that refuses what it has no room for (`reject-publish`) makes the broker nack: the
+    futures of those messages fail with aiormq's DeliveryError, the others' resolve to an ack, and
+    the batch's `confirmed()` raises the DeliveryError."""
+    async with confirming_channel() as channel:
+        ok = (await channel.queue_declare("", exclusive=True, auto_delete=True)).queue
+        full = (
+            await channel.queue_declare(
+                "",
+                exclusive=True,
+                auto_delete=True,
+                arguments={"x-max-length": 0, "x-overflow": "reject-publish"},
+            )
+        ).queue
+        assert ok is not None and full is not None
+        frames = batch(channel, ok, ["a"])
+        frames.add("", full, b"b", cc=[], message_id="b")
+        frames.add("", ok, b"c", cc=[], message_id="c")
+        sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
+        results = await asyncio.gather(*sent.futures, return_exceptions=True)
+        assert isinstance(results[0], spec.Basic.Ack) and isinstance(results[2], spec.Basic.Ack)
+        assert isinstance(results[1], aiormq.exceptions.DeliveryError)
+        assert isinstance(results[1].frame, spec.Basic.Nack)
+        with pytest.raises(aiormq.exceptions.DeliveryError):
+            await sent.confirmed()
+        assert await drained(channel, ok) == ["a", "c"]
+        assert channel.confirmations == {}
+
+
+async def test_a_channel_the_broker_closes_fails_the_futures_at_once() -> None:
+    """A publish to an exchange that does not exist closes the channel (404): the batch's
+    `confirmed()` fails then, as `basic_publish` would, not at the caller's timeout."""
+    async with confirming_channel() as channel:
+        frames = Frames(channel.number, channel.max_content_size, content_type="text/plain", delivery_mode=1)
+        frames.add("no-such-exchange-" + os.urandom(6).hex(), "k", b"x", cc=[], message_id="m")
+        sent = await amqp.publish_frames(channel, frames.payload(), frames.count)
+        async with asyncio.timeout(10):
+            with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+                await sent.confirmed()
+        assert sent.closed.done()
+        with pytest.raises(aiormq.exceptions.ChannelInvalidStateError):
+            await amqp.publish_frames(channel, frames.payload(), frames.count)
+
+
+async def test_a_batch_given_up_on_ignores_its_late_confirms() -> None:
+    """`confirmed()` cancelled (the bus's confirm timeout) stops waiting: each message's future is
+    cancelled, the confirms that come later are dropped, and the channel goes on publishing."""
+    async with confirming_channel() as channel:
+        queue = (await channel.queue_declare("", exclusive=True, auto_delete=True)).queue
+        assert queue is not None
+        sent = await amqp.publish_frames(channel, *payload_and_count(batch(channel, queue, ["a", "b"])))
+        waiting = asyncio.create_task(sent.confirmed())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert all(f.cancelled() for f in sent.futures) and sent.closed.cancelled()
+        async with asyncio.timeout(10):
+            while channel.confirmations:  # the late acks, dropped
+                await asyncio.sleep(0.01)
+        again = await amqp.publish_frames(channel, *payload_and_count(batch(channel, queue, ["c"])))
+        assert [type(r) for r in await again.confirmed()] == [spec.Basic.Ack]
+        assert await drained(channel, queue) == ["a", "b", "c"]
+
+
+def payload_and_count(frames: Frames) -> tuple[bytes, int]:
+    return frames.payload(), frames.count

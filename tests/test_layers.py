@@ -16,7 +16,7 @@ ALLOWED = {
     "internals": set(),
     "storage": {"model", "internals"},
     "artifacts": {"model"},
-    "events": {"model", "storage"},
+    "events": {"model", "storage", "internals"},
     "auth": {"model", "storage", "events"},
     "queue": {"model", "storage", "events", "artifacts", "auth", "config"},
     "scheduler": {"model", "storage", "events", "queue"},
@@ -92,6 +92,7 @@ DRIVERS = {
     "aiosqlite": {"storage"},
     "sqlite3": {"storage"},
     "aio_pika": {"events", "worker"},
+    "aiormq": {"events", "internals"},  # aio-pika's own driver: the RabbitMQ bus uses its channel
     "boto3": {"artifacts"},
     "botocore": {"artifacts"},
     "aiohttp": {"worker"},
@@ -106,7 +107,7 @@ DRIVERS = {
 }
 # Each module of `internals/`, and the driver whose internals it holds (None: the standard
 # library's): a package imports it only if it may import that driver.
-INTERNALS = {"web": "starlette", "server": "uvicorn", "locks": None}
+INTERNALS = {"web": "starlette", "server": "uvicorn", "locks": None, "amqp": "aiormq"}
 # Modules of a dependency that are its internals though their names are not private.
 PRIVATE_MODULES = ("uvicorn.protocols",)
 

@@ -5,7 +5,8 @@ A private name (`starlette._utils`, `FileResponse._parse_range_header`, uvicorn'
 constructor skipped (`Response.__new__`): each is in one module of this package, with why, and
 nowhere else (`tests/test_layers.py` refuses a private import outside it). A module per
 dependency, so that a package imports only the framework it may (`web`: starlette, for `api/`,
-`ui/` and `cli/`; `server`: uvicorn, for `cli/`; `locks`: asyncio, for `storage/`).
+`ui/` and `cli/`; `server`: uvicorn, for `cli/`; `locks`: asyncio, for `storage/`; `amqp`: aiormq,
+for `events/`).
 
 `CHECKED` holds the versions these uses were checked against: `tests/test_internals.py` fails
 outside them, naming the range, and checks that each use still exists and behaves as assumed.
@@ -27,4 +28,5 @@ from __future__ import annotations
 CHECKED: dict[str, tuple[str, str]] = {
     "starlette": ("0.39", "1.10"),
     "uvicorn": ("0.31", "0.54"),
+    "aiormq": ("7.2.4", "7.2"),
 }
