@@ -658,6 +658,11 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
     span = after.at - before.at
     per = {party: 10 * cpu[party] * span / max(completed, 1) for party in ("server", "client", "postgres")}
     result["cpu_ms_per_lifecycle"] = per
+    # The bench client does the same work for every lifecycle in every round, so its CPU per
+    # lifecycle moves only with the machine's speed: the others' relative to it cancel that drift.
+    result["cpu_relative_to_client"] = {
+        party: per[party] / per["client"] for party in ("server", "postgres") if per["client"]
+    }
     result["one_core_ceiling"] = 1000 / per["server"] if per["server"] else None
     result["queue_wait"] = queue_wait(answered, claimed)
     print(
@@ -674,6 +679,12 @@ async def phase_throughput(api: Api, root: Creds, server: Server, args: argparse
         + (f", postgres {per['postgres']:.2f}" if args.backend_name == "postgres" else "")
         + f"; one server core at this cost tops out at {result['one_core_ceiling'] or 0:.0f} lifecycles/s"
     )
+    if relative := result["cpu_relative_to_client"]:
+        print(
+            "    CPU per lifecycle relative to the bench client's (its work is the same every round, so"
+            f" this cancels the machine's drift): server {relative['server']:.2f}"
+            + (f", postgres {relative['postgres']:.2f}" if args.backend_name == "postgres" else "")
+        )
     if cpu["other"] > 20:
         print("    warning: other processes used a good share of the CPUs; figures are pessimistic")
     print(
