@@ -20,7 +20,8 @@ from taskyard.model.guard import ALLOW_ALL
 from taskyard.model.messages import Message
 from taskyard.queue import tasks
 from taskyard.queue.service import Queue
-from taskyard.storage.port import Session, Storage
+from taskyard.storage import open_storage
+from taskyard.storage.port import WAIT_TIMEOUT, Session, Storage
 from tests.conftest import FakeClock, new_queue, until
 from tests.queue.helpers import definition, new_id
 
@@ -260,3 +261,69 @@ async def test_the_relay_stops_when_cancelled_as_it_is_woken(storage: Storage) -
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+
+
+class HeldBus(RecordingBus):
+    """A bus whose publish waits until `release` is set, as one waiting for a broker's confirms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.publishing = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def publish(self, messages: Sequence[Message]) -> None:
+        self.publishing.set()
+        await self.release.wait()
+        await super().publish(messages)
+
+
+async def test_writes_go_on_while_the_relay_waits_for_the_bus(
+    queue: Queue, storage: Storage, clock: FakeClock
+) -> None:
+    """On SQLite, whose one writer a transaction holds, the relay holds none while the bus has its
+    batch: a createTask meanwhile commits at once (on PostgreSQL it always did). The batch is
+    recorded after the publish, and the next batch holds just what came after."""
+    bus = HeldBus()
+    relay = OutboxRelay(storage, bus, clock=clock)
+    await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+    relaying = asyncio.create_task(relay.relay_once())
+    await bus.publishing.wait()
+    token = WAIT_TIMEOUT.set(10.0)  # waiting for the writer that long: DatabaseBusy
+    try:
+        await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+    finally:
+        WAIT_TIMEOUT.reset(token)
+        bus.release.set()
+    assert await relaying == 2
+    assert await relay.relay_once() == 2
+    async with storage.reader() as session:
+        logged = await event_log.read(session, 0, 2**62, 10)
+    assert [entry.message for entry in logged] == bus.published
+    assert len(bus.published) == 4
+    await bus.close()
+
+
+async def test_a_batch_another_relay_recorded_meanwhile_is_logged_once(
+    queue: Queue, storage: Storage, clock: FakeClock, db_url: str
+) -> None:
+    """Two storages on one SQLite file (two relays that do not take turns): while the first waits
+    for its bus, the second publishes and records the same batch. The first's publish then counts
+    as a second one, and is not logged again."""
+    if not storage.one_writer:
+        pytest.skip("PostgreSQL's relay publishes inside its transaction")
+    other = await open_storage(db_url)
+    held, quick = HeldBus(), RecordingBus()
+    try:
+        await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+        first = asyncio.create_task(OutboxRelay(storage, held, clock=clock).relay_once())
+        await held.publishing.wait()
+        assert await OutboxRelay(other, quick, clock=clock).relay_once() == 2
+        held.release.set()
+        assert await first == 2
+        async with storage.reader() as session:
+            logged = await event_log.read(session, 0, 2**62, 10)
+        assert [entry.message for entry in logged] == quick.published == held.published
+    finally:
+        await other.close()
+        await held.close()
+        await quick.close()

@@ -10,6 +10,13 @@ published only once the bus accepted all of it (RabbitMQ: confirmed every messag
 publish fails the transaction rolls back and the batch is taken again. While the bus is
 unavailable the relay waits for it to come back rather than retrying against it.
 
+On SQLite (`Storage.one_writer`) a transaction open across the broker's confirms would keep every
+other write of the process waiting for them. There the relay reads the batch, publishes it, and
+then records it in a transaction of its own, if no relay recorded it meanwhile (its first event
+is still the next to publish); else it was published twice, which at least once allows. A crash
+between the publish and the record publishes the batch again after the restart. One process has
+the database (its data directory's lock), and in it the relays of one storage take turns.
+
 A published event stays in the outbox: the outbox is the event log's store, and the same
 transaction appends the batch's ids to the event log (log.py), which the HTTP event stream
 follows, so an event is in the log exactly when the bus accepted it. Its row goes when the log's
@@ -24,6 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import weakref
 from collections.abc import Sequence
 
 import orjson
@@ -116,6 +124,9 @@ class OutboxRelay:
         The record commits only if the publish returned: a publish that raises leaves the batch
         to be taken again.
         """
+        if self._storage.one_writer:
+            async with _turns.setdefault(self._storage, asyncio.Lock()):
+                return await self._publish_then_record()
         async with self._storage.transaction() as tx:
             await tx.defer("lock_relay", _RELAY_LOCK)
             # One more than a batch: whether the batch ends its window (PostgreSQL's), so that a
@@ -129,6 +140,30 @@ class OutboxRelay:
                 await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
                 await self._bus.publish([_message(r) for r in batch])
         return len(batch)
+
+    async def _publish_then_record(self) -> int:
+        """`relay_once` with no transaction open while the bus publishes (see the module's docstring)."""
+        async with self._storage.reader() as session:
+            rows = await session.fetch("take_events", BATCH + 1)
+        batch = rows[:BATCH]
+        if not batch:
+            return 0
+        await self._bus.publish([_message(r) for r in batch])
+        async with self._storage.transaction() as tx:
+            await tx.defer("lock_relay", _RELAY_LOCK)
+            still = await tx.fetch("take_events", 1)
+            if not still or still[0]["id"] != batch[0]["id"]:
+                log.info("outbox relay: a batch was recorded by another relay meanwhile; published twice")
+                return len(batch)
+            last = batch[-1]
+            readers = event_log.readers_of((r["exchange"], r["cc"]) for r in batch)
+            await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock(), readers)
+            await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
+        return len(batch)
+
+
+# The relays of one `one_writer` storage in this process take turns (see `_publish_then_record`).
+_turns: weakref.WeakKeyDictionary[Storage, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 def _message(row: Row) -> Message:

@@ -179,6 +179,10 @@ class Tx(Session, Protocol):
 
 class Storage(Protocol):
     url_for_humans: str
+    one_writer: bool
+    """True when an open write transaction keeps every other writer of the database waiting
+    (SQLite's one writer, which also means one process): such a transaction should not stay open
+    across a wait on anything else, such as a broker's confirms."""
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         """Open a read-write transaction; it commits when the block exits normally."""

@@ -402,6 +402,8 @@ def _sql_literal(value: object) -> str:
 class PostgresStorage:
     """Storage on a PostgreSQL database, shareable by many processes."""
 
+    one_writer = False  # a transaction holds the rows it wrote, not the database
+
     listener_probe_seconds = 10.0  # how often the notification connection is checked
     listener_backoff = (0.25, 5.0)  # first and longest wait between reconnection attempts
 

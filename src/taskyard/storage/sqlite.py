@@ -299,6 +299,8 @@ class _Transaction:
 class SQLiteStorage:
     """Storage on one SQLite file. Transactions are serialised in this process (BEGIN IMMEDIATE)."""
 
+    one_writer = True
+
     def __init__(self, path: str) -> None:
         self.url_for_humans = f"sqlite:///{path}"
         self._path = path
