@@ -237,14 +237,16 @@ def hook_body(task_queue: str, **more: Any) -> dict[str, Any]:
 
 def worker_pids(*words: str) -> list[int]:
     """The processes on this machine that are `taskyard worker`s whose command line holds each of
-    `words` (a pool's id, a worker id)."""
-    found = []
+    `words` (a pool's id, a worker id). A worker's child between its fork and its exec (a task's
+    command starting) has the worker's command line too: it is not counted."""
+    found: dict[int, int] = {}  # pid: its parent's
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 line = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 continue
             if b"worker" in line and all(word.encode() in line for word in words):
-                found.append(int(entry.name))
-    return found
+                found[int(entry.name)] = parent
+    return [pid for pid, parent in found.items() if parent not in found]
