@@ -148,7 +148,7 @@ async def test_a_checked_write_that_finds_its_row_moved_fails_the_transaction(st
     await _pending(storage, "moved", 1, 1)  # version 1
     update = {"task_id": "moved", "runs": "[]", "state": "pending", "retries_left": 5,
               "taken_until": None, "claimed_at": None, "ever_resolved": False,
-              "priority": "lowest", "version": 3}  # fmt: skip
+              "priority": "lowest", "version": 3, "created": 0}  # fmt: skip
     for opened in (storage.transaction, storage.optimistic):
         with pytest.raises(RowMoved):
             async with opened() as tx:

@@ -59,6 +59,36 @@ def _nothing() -> None:
     pass
 
 
+class RunningRecords:
+    """The records of running tasks as this process last committed them (a claim, a reclaim), so
+    that the worker's next call about the run (a reclaim, its report) decides on the record it has
+    rather than read it again: on PostgreSQL that is one round trip of the call's two.
+
+    A record is only a guess: the change made from it is written by a checked update, which finds
+    the row at the record's version and creation time or fails (`RowMoved`), and `transition` then
+    decides again on a fresh read. So a record another process changed since, or one expired and
+    created anew under its taskId, costs a round trip, never a wrong write. A record is used once,
+    and replaced by what that call commits; at most `LIMIT` are kept, the oldest dropped first."""
+
+    LIMIT = 2_000  # a record holds its definition: a few MB at most
+
+    def __init__(self) -> None:
+        self._records: dict[str, TaskRecord] = {}
+
+    def keep(self, rec: TaskRecord) -> None:
+        records = self._records
+        records.pop(rec.task_id, None)
+        records[rec.task_id] = rec
+        if len(records) > self.LIMIT:
+            del records[next(iter(records))]
+
+    def take(self, task_id: str) -> TaskRecord | None:
+        return self._records.pop(task_id, None)
+
+    def forget(self, task_id: str) -> None:
+        self._records.pop(task_id, None)
+
+
 class Queue:
     """Everything the queue's operations share: storage, clock, configuration, wake-ups.
 
@@ -99,6 +129,7 @@ class Queue:
         self.metrics = Counters()
         # Per background job, the rows it failed on and holds back for a while (see `set_aside`).
         self.set_aside: defaultdict[str, SetAside] = defaultdict(SetAside)
+        self.running = RunningRecords()  # tasks this process saw claimed: `transition` skips a read
 
     async def start(self) -> None:
         """Listen for pending-task, poll-message and live-log notifications from other processes."""
@@ -186,6 +217,10 @@ async def apply_tx(q: Queue, tx: Tx, change: Change, *, old_version: int) -> Non
     rec = change.record
     if change.changed:
         await tx.defer_checked("update_task_checked", **_update_row(rec, old_version))
+        if rec.state == "running":
+            tx.after_commit(lambda: q.running.keep(rec))
+        else:
+            tx.after_commit(lambda: q.running.forget(rec.task_id))
     if change.dequeue:
         await tx.defer("delete_pending_for_task", rec.task_id)
     if change.priority_changed:
@@ -207,6 +242,7 @@ def _update_row(rec: TaskRecord, old_version: int) -> dict[str, object]:
     return {
         "task_id": rec.task_id,
         "old_version": old_version,
+        "created": rec.created,
         "runs": dumps(rec.runs),
         "state": rec.state,
         "retries_left": rec.retries_left,
@@ -420,10 +456,24 @@ async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change
     Optimistic: the row is read without a lock, and the change written with an update that checks
     the version read (`Tx.defer_checked`), so a change made meanwhile fails the write, and the
     step runs again on a fresh read. On PostgreSQL that is two round trips: the read, then every
-    write in one message.
+    write in one message. A running task this process committed last (`RunningRecords`: a claim,
+    a reclaim) is decided on that record without the read, one round trip; a step that refuses
+    it, or a write that finds the row moved, decides again on a fresh read.
     """
 
+    kept = q.running.take(task_id)
+
     async def body(tx: Tx) -> Change:
+        nonlocal kept
+        if kept is not None:  # the record this process committed last: tried first, once
+            rec, kept = kept, None
+            try:
+                change = step(rec)
+            except Exception:  # decided on a record that may be old: decide on a fresh read
+                pass
+            else:
+                await apply_tx(q, tx, change, old_version=rec.version)
+                return change
         row = await tx.fetchrow("get_task", task_id)
         if row is None:
             raise ResourceNotFound(f"task {task_id} does not exist")

@@ -30,14 +30,14 @@ UPDATE tasks
    SET runs = :runs, state = :state, retries_left = :retries_left, taken_until = :taken_until,
        claimed_at = :claimed_at, ever_resolved = :ever_resolved, priority = :priority,
        version = :version
- WHERE task_id = :task_id AND version = :old_version
+ WHERE task_id = :task_id AND version = :old_version AND created = :created
 RETURNING 1
 
 -- name: update_task_checked
 -- A task row's update, checked (Tx.defer_checked): it answers a row if the row was still at the
--- version read, none if it moved (which fails the transaction). A transaction that read the row
--- locked finds it unmoved; an optimistic one that lost a race reads again. (A fragment, which
--- PostgreSQL's form wraps.)
+-- version read, of the task created then (not one made anew under its taskId since), none if it
+-- moved (which fails the transaction). A transaction that read the row locked finds it unmoved;
+-- an optimistic one that lost a race reads again. (A fragment, which PostgreSQL's form wraps.)
 {{_update_task}}
 
 -- name: insert_pending
