@@ -458,7 +458,7 @@ async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change
     step runs again on a fresh read. On PostgreSQL that is two round trips: the read, then every
     write in one message. A running task this process committed last (`RunningRecords`: a claim,
     a reclaim) is decided on that record without the read, one round trip; a step that refuses
-    it, or a write that finds the row moved, decides again on a fresh read.
+    it or changes nothing, or a write that finds the row moved, decides again on a fresh read.
     """
 
     kept = q.running.take(task_id)
@@ -472,8 +472,9 @@ async def transition(q: Queue, task_id: str, step: Callable[[TaskRecord], Change
             except Exception:  # decided on a record that may be old: decide on a fresh read
                 pass
             else:
-                await apply_tx(q, tx, change, old_version=rec.version)
-                return change
+                if change.changed:  # else nothing would check the record: decide on a fresh read
+                    await apply_tx(q, tx, change, old_version=rec.version)
+                    return change
         row = await tx.fetchrow("get_task", task_id)
         if row is None:
             raise ResourceNotFound(f"task {task_id} does not exist")
