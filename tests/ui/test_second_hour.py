@@ -169,6 +169,7 @@ async def test_the_apis_page_is_a_page_of_the_ui(api: Api) -> None:
     assert '<link rel="stylesheet" href="/ui/static/ui.css">' in page.text
     assert '<header class="top">' in page.text and '<a href="/api" aria-current="page">APIs</a>' in page.text
     assert 'href="/api/queue/v1/reference"' in page.text and 'href="/api/auth/v1/openapi.json"' in page.text
+    assert "TASKCLUSTER_ROOT_URL=http" in page.text and "taskyard task create task.yml" in page.text
     assert "the queue API's reference" in (await get(api, "/api/")).text
 
 

@@ -14,12 +14,13 @@ from starlette.routing import Route as StarletteRoute
 
 from taskyard import __version__
 from taskyard.api.routing import Route
+from taskyard.model.apis import API_VERSION, command_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.api.app import Site
 
-VERSION = "v1"
+VERSION = API_VERSION
 
 
 def service_index(service: str, table: list[Route]) -> dict[str, object]:
@@ -60,14 +61,7 @@ Use it with any TaskCluster client, setting <code>TASKCLUSTER_ROOT_URL={url}</co
 <p>Prometheus metrics: <a href="/metrics"><code>{url}/metrics</code></a>.</p>
 <h2>The command line</h2>
 <pre>
-export TASKCLUSTER_ROOT_URL={url}
-export TASKCLUSTER_CLIENT_ID=...      # the root credentials taskyard up printed, or a client's
-export TASKCLUSTER_ACCESS_TOKEN=...
-taskyard task create task.yml         # a task from YAML or JSON
-taskyard task log TASK_ID -f          # its log, live
-taskyard client create ID --scope S   # a client for a worker or a user
-taskyard --help                       # every command
-</pre>
+{html.escape(command_line(root_url))}</pre>
 </body>
 </html>
 """

@@ -26,12 +26,13 @@ from taskyard import __version__
 from taskyard.api import answers
 from taskyard.api.routing import PARAM_PATTERNS, Route
 from taskyard.model import schema
+from taskyard.model.apis import API_VERSION
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.api.app import Site
 
-VERSION = "v1"
+VERSION = API_VERSION
 _PARAM = re.compile(r"\{(\w+)(?::\w+)?\}")
 
 ERROR = schema.obj(

@@ -16,11 +16,13 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from taskyard.model.apis import API_VERSION as VERSION
+from taskyard.model.apis import command_line
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from taskyard.ui.render import UI
 
-VERSION = "v1"
 MOST_FIELDS = 400  # rows of one schema's table; a deeper answer says it has more
 MOST_DEPTH = 8
 
@@ -163,7 +165,14 @@ def operations(service: str, document: dict[str, Any]) -> list[Operation]:
 
 
 async def apis_page(ui: UI, request: Request, root_url: str, services: list[str]) -> Response:
-    return await ui.page(request, "apis.html", root_url=root_url, services=services, api_version=VERSION)
+    return await ui.page(
+        request,
+        "apis.html",
+        root_url=root_url,
+        services=services,
+        api_version=VERSION,
+        command_line=command_line(root_url),
+    )
 
 
 async def reference_page(ui: UI, request: Request, service: str, document: dict[str, Any]) -> Response:
