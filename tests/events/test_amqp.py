@@ -113,6 +113,11 @@ def local_tc(local: list[Envelope]) -> list[Envelope]:
     return [e for e in local if e.exchange.startswith(TC_PREFIX) and "status" in e.body]
 
 
+async def create_in(queue: Queue, clock: FakeClock, task_id: str, prov: str) -> None:
+    """Create task `task_id` in the task queue `<prov>/wt`, whose events the test's bindings select."""
+    await tasks.create_task(queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL)
+
+
 async def test_a_tasks_life_reaches_taskcluster_and_seed_consumers(
     storage: Storage, clock: FakeClock, rabbit_url: str
 ) -> None:
@@ -238,9 +243,7 @@ async def test_a_publish_whose_confirm_never_comes_keeps_its_events(
     try:
         await asyncio.wait_for(bus.wait_ready(), 30)
         task_id = new_id()
-        await tasks.create_task(
-            queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
-        )
+        await create_in(queue, clock, task_id, prov)
         proxy.hold_replies()  # the broker gets the messages; its confirms never reach us
         with pytest.raises(BusUnavailable):
             await relay.relay_once()
@@ -403,9 +406,7 @@ async def test_a_batch_the_broker_refuses_stays_in_the_outbox(
     try:
         await asyncio.wait_for(bus.wait_ready(), 30)
         task_id = new_id()
-        await tasks.create_task(
-            queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
-        )
+        await create_in(queue, clock, task_id, prov)
         with pytest.raises(BusUnavailable, match="DeliveryError"):
             await relay.relay_once()
         refusing.close()  # the exclusive queue goes with its connection
@@ -435,18 +436,14 @@ async def test_a_broker_restart_loses_nothing(
     before, during = new_id(), new_id()
     async with relaying(storage, clock, private_rabbit.url()) as (bus, queue):
         await asyncio.wait_for(bus.wait_ready(), 30)
-        await tasks.create_task(
-            queue, before, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
-        )
+        await create_in(queue, clock, before, prov)
         await claims.claim_pending(queue, f"{prov}/wt", ("wg", "w1"), 1)
         try:
             private_rabbit.stop()
             await eventually(lambda: len(outage_lines(caplog)) == 1)
             # The queue goes on while the broker is away; its events wait in the outbox.
             await claims.report(queue, before, 0, "completed", "completed")
-            await tasks.create_task(
-                queue, during, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
-            )
+            await create_in(queue, clock, during, prov)
         finally:
             private_rabbit.start()
         await eventually(lambda: len(back_lines(caplog)) == 1)
@@ -484,9 +481,7 @@ async def test_refused_credentials_log_one_line_until_they_work(
     task_id = new_id()
     url = private_rabbit.url(user, password)
     async with relaying(storage, clock, url, min_backoff=0.05, max_backoff=0.2) as (bus, queue):
-        await tasks.create_task(
-            queue, task_id, definition(clock.now, taskQueueId=f"{prov}/wt"), guard=ALLOW_ALL
-        )
+        await create_in(queue, clock, task_id, prov)
         await eventually(lambda: bus.failed_attempts >= 5)
         (line,) = outage_lines(caplog)
         assert "refused the credentials" in line and password not in line

@@ -134,12 +134,19 @@ class OutboxRelay:
             rows = await tx.fetch("take_events", BATCH + 1)
             batch = rows[:BATCH]
             if batch:
-                last = batch[-1]
-                readers = event_log.readers_of((r["exchange"], r["cc"]) for r in batch)
-                await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock(), readers)
-                await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
+                await self._record_tx(tx, rows)
                 await self._bus.publish([_message(r) for r in batch])
         return len(batch)
+
+    async def _record_tx(self, tx: Tx, rows: list[Row]) -> None:
+        """Record the batch `rows[:BATCH]` published in `tx`: its ids appended to the event log, and
+        where the relay got to (`rows` holds one event more if there is one: whether the batch
+        ends its window)."""
+        batch = rows[:BATCH]
+        last = batch[-1]
+        readers = event_log.readers_of((r["exchange"], r["cc"]) for r in batch)
+        await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock(), readers)
+        await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
 
     async def _publish_then_record(self) -> int:
         """`relay_once` with no transaction open while the bus publishes (see the module's docstring)."""
@@ -155,10 +162,7 @@ class OutboxRelay:
             if not still or still[0]["id"] != batch[0]["id"]:
                 log.info("outbox relay: a batch was recorded by another relay meanwhile; published twice")
                 return len(batch)
-            last = batch[-1]
-            readers = event_log.readers_of((r["exchange"], r["cc"]) for r in batch)
-            await event_log.append_tx(tx, [int(r["id"]) for r in batch], self._clock(), readers)
-            await tx.defer("relayed", last["window_end"], last["xid"], last["id"], len(rows) <= BATCH)
+            await self._record_tx(tx, rows)
         return len(batch)
 
 
