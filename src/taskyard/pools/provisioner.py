@@ -16,6 +16,8 @@ import contextlib
 import logging
 import time
 
+from taskyard.model.errors import Unavailable
+from taskyard.model.outages import Outage
 from taskyard.pools import pools, reports
 from taskyard.pools.local import PROVIDER_ID as LOCAL
 from taskyard.pools.local import LocalProvider
@@ -30,6 +32,7 @@ RETRY_AFTER = 5.0  # seconds before trying again after provisioning failed (the 
 async def run_forever(wm: WorkerManager) -> None:
     leading = False
     known: set[str] = set()  # the local pools, as last read
+    outage = Outage()
     try:
         while True:
             wm.changed.clear()
@@ -53,10 +56,19 @@ async def run_forever(wm: WorkerManager) -> None:
                     # Not on every wake-up: work made pending anywhere wakes this loop, and each
                     # ask is a round trip to PostgreSQL (createTask's hot path, in every process).
                     timeout, waking = LEAD_RECHECK, False
+            except Unavailable as exc:  # the database is down or restarting: an outage, not a bug
+                if outage.begins(time.monotonic()):
+                    log.warning("provisioning: %s; trying again every %g s", exc, RETRY_AFTER)
+                timeout = RETRY_AFTER
+                wm.dirty = True
             except Exception:
                 log.exception("provisioning failed; trying again in %.0f s", RETRY_AFTER)
                 timeout = RETRY_AFTER
                 wm.dirty = True
+            else:
+                _, lasted = outage.ends(time.monotonic())
+                if lasted is not None:
+                    log.info("provisioning: the database is back after %.1f s", lasted)
             if not waking:
                 await asyncio.sleep(LEAD_RECHECK)
                 continue
