@@ -108,6 +108,9 @@ def test_the_axis_has_round_utc_ticks() -> None:
     assert seconds[0] == (start + 1_000, "10:00:08") and len(seconds) <= task.MOST_TICKS
     days = task.axis_ticks(start, start + 5 * dates.DAY)
     assert [label for _, label in days][:2] == ["11-30", "12-01"]
+    # a rerun 1.6 s after its first run (a browser test once drew one tick for it)
+    brief = task.axis_ticks(start + 300, start + 1_900)
+    assert [label for _, label in brief] == ["10:00:07.5", "10:00:08.0", "10:00:08.5"]
 
 
 async def test_the_runs_timeline_has_an_axis_and_shows_a_reruns_run(api: Api) -> None:

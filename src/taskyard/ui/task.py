@@ -84,9 +84,11 @@ def _run_view(run: RunStatus, now: int) -> dict[str, Any]:
 PLOT_LEFT, PLOT_RIGHT = 64, TIMELINE_WIDTH - 8
 ROW = 18
 MIN_BAR = 4  # the least width a bar is drawn with, so that a run of a moment (or one just made) shows
-TICK_STEPS = [
-    s * 1000 for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)
-] + [d * 86_400_000 for d in (1, 2, 7, 14, 30, 91, 365)]
+TICK_STEPS = (
+    [100, 200, 500]  # a run of a second or two still gets an axis of two ticks or more
+    + [s * 1000 for s in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200)]
+    + [d * 86_400_000 for d in (1, 2, 7, 14, 30, 91, 365)]
+)
 MOST_TICKS = 6
 
 
@@ -99,7 +101,12 @@ def axis_ticks(start: int, end: int) -> list[tuple[int, str]]:
     ticks = []
     for at in range(first, end + 1, step):
         iso = dates.to_iso(at)  # 2026-11-29T10:15:26.000Z
-        label = iso[5:10] if step >= 86_400_000 else iso[11:16] if step >= 60_000 else iso[11:19]
+        if step >= 86_400_000:
+            label = iso[5:10]  # 11-29
+        elif step >= 60_000:
+            label = iso[11:16]  # 10:15
+        else:
+            label = iso[11:19] if step >= 1000 else iso[11:21]  # 10:15:26, or 10:15:26.5
         ticks.append((at, label))
     return ticks
 
