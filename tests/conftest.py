@@ -12,7 +12,6 @@ the shared ones are never stopped.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import tempfile
@@ -41,7 +40,7 @@ from taskyard.scheduler.service import Scheduler
 from taskyard.secrets.service import Secrets
 from taskyard.storage import open_storage
 from taskyard.storage.port import Storage
-from tests.events.rabbit import PrivateRabbit, private_rabbit_unavailable
+from tests.events.rabbit import PrivateRabbit, PrivateRabbits, private_rabbit_unavailable
 from tests.pgcluster import PgCluster, unavailable_reason
 
 ROOT_TOKEN = "api-tests-root-access-token"
@@ -125,22 +124,25 @@ def pg_cluster() -> Iterator[PgCluster]:
 
 
 @pytest.fixture(scope="session")
-def private_rabbit() -> Iterator[PrivateRabbit]:
-    """A private RabbitMQ node (tests/events/rabbit.py) for the whole session, running when a test
-    gets it: for tests that stop it, start it or add users to it. The shared broker is never stopped."""
+def _private_rabbits() -> Iterator[PrivateRabbits]:
     reason = private_rabbit_unavailable()
     if reason is not None:
         if IN_CI:
             pytest.fail(reason + " (CI=true: RabbitMQ tests must run)")
         pytest.skip(reason)
     base = Path(tempfile.mkdtemp(prefix="ty-rabbit-"))
-    node = PrivateRabbit(base)
-    node.prepare()
-    node.start()
-    yield node
-    with contextlib.suppress(Exception):
-        node.stop()
+    nodes = PrivateRabbits(base)
+    yield nodes
+    nodes.close()
     shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def private_rabbit(_private_rabbits: PrivateRabbits) -> PrivateRabbit:
+    """A private RabbitMQ node (tests/events/rabbit.py), shared by the session and running when a
+    test gets it: for tests that stop it, start it or add users to it. The shared broker is never
+    stopped."""
+    return _private_rabbits.running()
 
 
 @pytest.fixture(scope="session")

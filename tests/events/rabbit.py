@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import Callable
@@ -191,9 +192,50 @@ class PrivateRabbit:
     def stop(self) -> None:
         self._ctl("stop", str(self.base / "pid"), timeout=120)
 
+    def answers(self) -> bool:
+        """Whether the node takes an AMQP connection now."""
+        params = pika.URLParameters(self.url() + "?connection_attempts=1&socket_timeout=5")
+        try:
+            pika.BlockingConnection(params).close()
+        except Exception:  # any failure to connect means: it does not
+            return False
+        return True
+
+    def discard(self) -> None:
+        """Stop the node however it is: by rabbitmqctl, else by killing its Erlang VM."""
+        with contextlib.suppress(Exception):
+            self._ctl("stop", str(self.base / "pid"), timeout=30)
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((self.base / "pid").read_text().strip()), signal.SIGKILL)
+
     def add_user(self, user: str, password: str) -> None:
         self._ctl("add_user", user, password)
         self._ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
+
+
+class PrivateRabbits:
+    """The session's private node, checked before each test gets it: a node that does not answer
+    (a test's restart of it failed) is discarded and a fresh one started, with its own name, ports
+    and data, so that one failed restart does not fail every later test that uses the node."""
+
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.node: PrivateRabbit | None = None
+
+    def running(self) -> PrivateRabbit:
+        node = self.node
+        if node is not None and node.answers():
+            return node
+        if node is not None:
+            node.discard()
+        self.node = node = PrivateRabbit(self.base / uuid.uuid4().hex[:8])
+        node.prepare()
+        node.start()
+        return node
+
+    def close(self) -> None:
+        if self.node is not None:
+            self.node.discard()
 
 
 def private_rabbit_unavailable() -> str | None:
