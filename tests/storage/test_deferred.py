@@ -164,7 +164,7 @@ async def test_a_checked_write_that_finds_its_row_moved_fails_the_transaction(st
 
 async def _prepared(storage: PostgresStorage) -> dict[str, object]:
     """The deferred queries the (one) pooled connection has PREPAREd, and when it prepared each."""
-    async with storage._open_pool().acquire() as conn:
+    async with storage._open_pool().connection() as conn:
         rows = await conn.fetch("SELECT name, prepare_time FROM pg_prepared_statements WHERE name LIKE 'ty%'")
     return {row["name"]: row["prepare_time"] for row in rows}
 

@@ -188,10 +188,15 @@ class FakePool:
         self.free = list(conns)
         self.released: list[FakeConn] = []
 
+    closed = False
+
+    def take_idle(self) -> FakeConn | None:
+        return None
+
     async def acquire(self) -> FakeConn:
         return self.free.pop(0)
 
-    async def release(self, conn: FakeConn) -> None:
+    def release(self, conn: FakeConn) -> None:
         self.released.append(conn)
 
 

@@ -34,7 +34,7 @@ async def test_on_postgresql_each_claim_count_has_a_statement_of_its_own(
         await _pending(storage, f"t{n}", 0, n)
     assert [r["task_id"] for r in await _take(storage, 1)] == ["t0"]
     assert [r["task_id"] for r in await _take(storage, 2)] == ["t1", "t2"]
-    async with storage._open_pool().acquire() as conn:
+    async with storage._open_pool().connection() as conn:
         texts = [r["statement"] for r in await conn.fetch("SELECT statement FROM pg_prepared_statements")]
     claims = [text for text in texts if "Take the first claimable runs" in text]
     assert len(claims) == 2

@@ -62,6 +62,7 @@ from taskyard.model.errors import TaskyardError
 from taskyard.storage import _queries, schema
 from taskyard.storage._session import BaseSession
 from taskyard.storage.counting import record
+from taskyard.storage.pool import ConnectionPool, PoolClosed
 from taskyard.storage.port import (
     WAIT_TIMEOUT,
     DatabaseBusy,
@@ -414,7 +415,7 @@ class PostgresStorage:
         self._queries = _queries.load("postgres")
         self._names = _queries.parameter_names("postgres")
         self._written_in = _queries.written_in("postgres")
-        self._pool: asyncpg.Pool | None = None
+        self._pool: ConnectionPool | None = None
         self._listeners: dict[str, list[Listener]] = {}
         self._listen_conn: asyncpg.Connection | None = None
         self._listen_lock = asyncio.Lock()  # one operation at a time on the notification connection
@@ -429,9 +430,7 @@ class PostgresStorage:
 
     async def open(self) -> PostgresStorage:
         with wrap_db_errors():
-            self._pool = await asyncpg.create_pool(
-                self._dsn, min_size=1, max_size=self._pool_size, reset=_keep_session, init=self._connected
-            )
+            self._pool = ConnectionPool(self._connect, max_size=self._pool_size)
             try:
                 await self._migrate()
             except BaseException:
@@ -441,7 +440,7 @@ class PostgresStorage:
         return self
 
     async def _migrate(self) -> None:
-        async with self._open_pool().acquire() as conn, conn.transaction():
+        async with self._open_pool().connection() as conn, conn.transaction():
             version = conn.get_server_version()
             if version.major < MIN_POSTGRES:
                 raise OldPostgres(
@@ -478,8 +477,9 @@ class PostgresStorage:
                 redated,
             )
 
-    async def _connected(self, conn: asyncpg.Connection) -> None:
+    async def _connect(self) -> asyncpg.Connection:
         """A new pooled connection: it has prepared nothing yet, and forgets it all when it closes."""
+        conn = await asyncpg.connect(self._dsn)
         pid, prepared = conn.get_server_pid(), _Prepared()
         self._prepared[pid] = prepared
 
@@ -488,6 +488,7 @@ class PostgresStorage:
                 del self._prepared[pid]
 
         conn.add_termination_listener(closed)
+        return conn
 
     def _session(self, conn: Any, *, unbegun: bool = False, reads_begin: bool = False) -> _Session:
         prepared = self._prepared.get(conn.get_server_pid())
@@ -497,33 +498,35 @@ class PostgresStorage:
         queries, names, written_in = self._queries, self._names, self._written_in
         return _Session(conn, queries, names, prepared, written_in, unbegun=unbegun, reads_begin=reads_begin)
 
-    def _open_pool(self) -> asyncpg.Pool:
-        if self._pool is None:
+    def _open_pool(self) -> ConnectionPool:
+        if self._pool is None or self._pool.closed:
             raise DatabaseUnavailable("the PostgreSQL storage is closed")
         return self._pool
 
-    async def _acquire(self, pool: asyncpg.Pool) -> Any:
+    async def _acquire(self, pool: ConnectionPool) -> Any:
+        conn = pool.take_idle()  # the common case: no wait, so no timer either
+        if conn is not None:
+            return conn
         wait = WAIT_TIMEOUT.get()
-        with wrap_db_errors():
-            if wait is None:
-                return await pool.acquire()
-            try:
-                # asyncio.timeout, not acquire(timeout=): that runs the wait in a task of its own
-                async with asyncio.timeout(wait):
+        try:
+            with wrap_db_errors():
+                if wait is None:
                     return await pool.acquire()
-            except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
-                raise DatabaseBusy(
-                    f"all {self._pool_size} database connections stayed busy for {wait} s"
-                ) from None
+                try:
+                    async with asyncio.timeout(wait):
+                        return await pool.acquire()
+                except TimeoutError:  # every connection stayed busy: refuse, rather than pile callers up
+                    raise DatabaseBusy(
+                        f"all {self._pool_size} database connections stayed busy for {wait} s"
+                    ) from None
+        except PoolClosed:
+            raise DatabaseUnavailable("the PostgreSQL storage is closed") from None
 
-    async def _release(self, pool: asyncpg.Pool, conn: Any, *, broken: bool) -> None:
+    def _release(self, pool: ConnectionPool, conn: Any, *, broken: bool) -> None:
         """Hand `conn` back to the pool; close it instead if a failure may have broken it."""
         if broken:
             _terminate(conn)  # the pool opens a fresh one when it is next needed
-        try:
-            await pool.release(conn)
-        except Exception as exc:  # it was broken after all; asyncpg has closed it
-            log.debug("could not return a connection to the pool: %r", exc)
+        pool.release(conn)
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
         return self._transaction(reads_begin=True)
@@ -581,7 +584,7 @@ class PostgresStorage:
                 await _roll_back(conn, unsure=session.begun)
             raise
         finally:
-            await self._release(pool, conn, broken=broken)
+            self._release(pool, conn, broken=broken)
         session.deliver(self._dispatch)
 
     async def execute(self, name: str, *args: object, **params: object) -> int:
@@ -599,7 +602,7 @@ class PostgresStorage:
             broken = not isinstance(exc, TransactionRolledBack)
             raise
         finally:
-            await self._release(pool, conn, broken=broken)
+            self._release(pool, conn, broken=broken)
 
     def _notify_sql(self, notes: list[tuple[str, str]]) -> str:
         # NOTIFY, not SELECT pg_notify(): a utility statement, which the server does not plan.
@@ -622,7 +625,7 @@ class PostgresStorage:
             broken = not isinstance(exc, TransactionRolledBack)
             raise
         finally:
-            await self._release(pool, conn, broken=broken)
+            self._release(pool, conn, broken=broken)
 
     # -------------------------------------------------------------------------------------------
     # Notifications.
@@ -788,7 +791,10 @@ class PostgresStorage:
             except Exception:  # already broken: just drop it
                 conn.terminate()
         if pool is not None:
-            await asyncio.wait_for(pool.close(), timeout=10)
+            try:
+                await asyncio.wait_for(pool.close(), timeout=10)
+            except TimeoutError:  # a caller still holds one: drop them all
+                pool.terminate()
 
 
 def _lead_key(job: str) -> int:
@@ -838,13 +844,6 @@ def _literal(text: str) -> str:
     if "\x00" in text:
         raise ValueError("PostgreSQL text cannot carry a NUL character (a notification, a deferred write)")
     return "E'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-async def _keep_session(conn: asyncpg.Connection) -> None:
-    """Skip asyncpg's reset on release (UNLISTEN, RESET ALL ...): it costs a round trip per
-    transaction, and taskyard leaves no session state behind but the statements it prepared,
-    which are meant to stay (`_Prepared`). Transactions always end in COMMIT or ROLLBACK,
-    advisory locks are transaction-scoped, LISTEN has its own connection."""
 
 
 def _mask(dsn: str) -> str:
