@@ -130,6 +130,7 @@ async def _resolve_batch(q: Queue) -> int:
     held = service.held(q, DEPENDENCY_RESOLVER)
 
     async def first(tx: Tx) -> tuple[list[Row], _Ready | None]:
+        await _plan_generically(tx)
         taken = await tx.fetch("take_resolutions", BATCH + len(held))
         rows = [r for r in taken if _resolution_key(r) not in held][:BATCH]
         if not rows:
@@ -202,6 +203,15 @@ async def _schedule_chunk_tx(q: Queue, tx: Tx, rows: list[Row], ready: _Ready) -
     await groups.announce_resolved_tx(q, tx, sorted({r["task_group_id"] for r in rows}))
     await tx.defer("delete_resolutions", _ids(rows))
     return False
+
+
+async def _plan_generically(tx: Tx) -> None:
+    """Plan this transaction's statements once per connection, not once per call: the resolver's
+    queries take lists of ids, whose every call PostgreSQL would otherwise plan anew (the query's
+    comment). Deferred: it rides with the transaction's first statement. Only the first transaction
+    of a batch: the chunks after it come with more than DEPENDENTS_PER_TRANSACTION dependents, where
+    planning is a small part."""
+    await tx.defer("plan_generically", "force_generic_plan")
 
 
 def _ids(rows: Sequence[Row]) -> str:

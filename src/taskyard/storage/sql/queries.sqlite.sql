@@ -175,3 +175,7 @@ SELECT task_id, state, definition ->> '$.metadata.name' AS name, json_array_leng
 -- to json.
 SELECT task_id, state, definition ->> '$.metadata.name' AS name, definition -> '$.dependencies' AS dependencies
   FROM tasks WHERE task_group_id = $1 ORDER BY task_id
+
+-- name: plan_generically
+-- differs: SQLite plans each statement once when it prepares it: nothing to change.
+SELECT $1
