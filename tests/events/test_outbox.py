@@ -327,3 +327,34 @@ async def test_a_batch_another_relay_recorded_meanwhile_is_logged_once(
         await other.close()
         await held.close()
         await quick.close()
+
+
+async def test_a_wake_is_one_relay_transaction_not_one_more_that_finds_nothing(
+    storage: Storage, clock: FakeClock
+) -> None:
+    """A partial batch took every event committed when it read; a commit since kicks the relay. So
+    the relay goes back to waiting rather than run another transaction to find the outbox empty
+    (three round trips on PostgreSQL after every wake)."""
+    relay = OutboxRelay(storage, MemoryBus(), idle_seconds=3600)
+    rounds: list[int | None] = []
+    relay_once = relay.relay_once
+
+    async def counted() -> int:
+        rounds.append(None)
+        rounds[-1] = await relay_once()
+        return rounds[-1]
+
+    relay.relay_once = counted  # type: ignore[method-assign]
+    queue = new_queue(storage, clock, events_committed=relay.kick)
+    running = asyncio.create_task(relay.run())
+    try:
+        await until(lambda: rounds == [0])  # the round it starts with, then it waits
+        await tasks.create_task(queue, new_id(), definition(clock.now), guard=ALLOW_ALL)
+        await until(lambda: 2 in rounds)
+        for _ in range(10):  # time for a round that would follow at once
+            await asyncio.sleep(0)
+        assert rounds == [0, 2]
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

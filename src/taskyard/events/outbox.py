@@ -92,7 +92,10 @@ class OutboxRelay:
         outage = Outage()
         while True:
             try:
-                while await self.relay_once():
+                # Again at once only after a full batch: a partial one took every event committed
+                # when it read, and a commit since has woken the relay (`kick`). Going again until
+                # a batch came back empty cost a transaction of three round trips after each wake.
+                while await self.relay_once() >= BATCH:
                     # On SQLite a batch is worked on whole in one step of the event loop (the
                     # writer runs on the loop): the next waits for the loop's next turn, so that
                     # a backlog is relayed a batch per turn, not all of it in one.
