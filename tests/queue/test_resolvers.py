@@ -6,13 +6,14 @@ straight through storage: any transition of it fails, as one on a row the code c
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 
 from taskyard.queue import claims, resolvers, tasks
 from taskyard.queue.service import Queue
-from tests.conftest import FakeClock, Published
+from tests.conftest import FakeClock, Published, until
 from tests.queue.helpers import TQ, WORKER, complete, create, insert_broken, state, waiting_resolutions
 
 SET_ASIDE = "resolver_rows_set_aside_total"
@@ -119,3 +120,34 @@ async def test_set_aside_rows_do_not_crowd_out_a_batch(
     assert await resolvers.resolve_deadlines(queue) == 1  # the third set aside, the good one done
     assert await state(queue, good) == "exception"
     assert set_aside(queue, "deadline-resolver") == 3
+
+
+async def test_a_woken_dependency_resolver_does_not_run_a_round_that_finds_nothing(
+    queue: Queue, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A round that took fewer resolutions than a batch took all there were; a resolution committed
+    since sets the wake-up. So the resolver waits rather than run one more transaction for none."""
+    rounds: list[int | None] = []
+    resolve = resolvers.resolve_dependencies
+
+    async def counted(q: Queue) -> int:
+        rounds.append(None)
+        rounds[-1] = await resolve(q)
+        return rounds[-1]
+
+    monkeypatch.setattr(resolvers, "resolve_dependencies", counted)
+    running = resolvers.start_all(queue)
+    try:
+        await until(lambda: rounds == [0])  # the round it starts with, then it waits
+        parent = await create(queue, clock)
+        dependent = await create(queue, clock, dependencies=[parent])
+        await complete(queue, [parent])  # its resolution's commit wakes the resolver
+        await until(lambda: 1 in rounds)
+        for _ in range(10):  # time for a round that would follow at once
+            await asyncio.sleep(0)
+        assert rounds == [0, 1]
+        assert await state(queue, dependent) == "pending"
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)

@@ -366,9 +366,13 @@ async def run_forever(
     wake: asyncio.Event | None = None,
     *,
     lead: Callable[[str], Awaitable[bool]] | None = None,
+    batch: int | None = None,
 ) -> None:
     """Run `work` until cancelled: again at once while it finds work, else after `interval` or a
-    wake-up. With `lead`, only while `lead(name)` says this process is the one that runs it.
+    wake-up. With `lead`, only while `lead(name)` says this process is the one that runs it. With
+    `batch` (a woken job whose rounds take up to that many rows), again at once only after a full
+    round: a shorter one took every row there was when it read, and what was committed since has
+    set `wake`, so one more round would only find nothing.
 
     An unavailable database is an outage, not a failure: one warning when it begins, one line
     when a round succeeds again, however many rounds it fails meanwhile.
@@ -377,7 +381,7 @@ async def run_forever(
     while True:
         try:
             if lead is None or await lead(name):
-                while await work() > 0:
+                while (done := await work()) > 0 and (batch is None or done >= batch):
                     pass
         except Unavailable as exc:
             if outage.begins(time.monotonic()):
@@ -409,7 +413,13 @@ def start_all(q: Queue) -> list[asyncio.Task[None]]:
     loops = [
         run_forever(CLAIM_RESOLVER, lambda: resolve_expired_claims(q), interval, lead=lead),
         run_forever(DEADLINE_RESOLVER, lambda: resolve_deadlines(q), interval, lead=lead),
-        run_forever(DEPENDENCY_RESOLVER, lambda: resolve_dependencies(q), interval, q.resolutions_committed),
+        run_forever(
+            DEPENDENCY_RESOLVER,
+            lambda: resolve_dependencies(q),
+            interval,
+            q.resolutions_committed,
+            batch=BATCH,
+        ),
         run_forever(EXPIRY_SWEEPER, lambda: sweep_expired(q), q.config.expiry_interval, lead=lead),
     ]
     names = (CLAIM_RESOLVER, DEADLINE_RESOLVER, DEPENDENCY_RESOLVER, EXPIRY_SWEEPER)
