@@ -7,6 +7,7 @@ straight through storage: any transition of it fails, as one on a row the code c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 import pytest
@@ -136,6 +137,7 @@ async def test_a_woken_dependency_resolver_does_not_run_a_round_that_finds_nothi
         return rounds[-1]
 
     monkeypatch.setattr(resolvers, "resolve_dependencies", counted)
+    queue.config = dataclasses.replace(queue.config, resolver_interval=3600)  # no round by the timer
     running = resolvers.start_all(queue)
     try:
         await until(lambda: rounds == [0])  # the round it starts with, then it waits
