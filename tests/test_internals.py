@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import re
 import tomllib
@@ -371,3 +372,41 @@ async def test_a_batch_given_up_on_ignores_its_late_confirms() -> None:
 
 def payload_and_count(frames: Frames) -> tuple[bytes, int]:
     return frames.payload(), frames.count
+
+
+async def test_a_closed_channel_leaves_no_batch_outcome_unretrieved() -> None:
+    """The channel closes: aiormq fails the batch's `closed` future, `confirmed()` raises that, and
+    the messages' futures are cancelled (by it, or later by aiormq). The gathering of them ends
+    with a CancelledError nobody reads; asyncio logs such an outcome as an ERROR when it is
+    collected, which a loaded full run met in a broker restart."""
+    loop = asyncio.get_running_loop()
+    logged: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: logged.append(context["message"]))
+    futures: list[asyncio.Future[object]] = [loop.create_future() for _ in range(2)]
+    closed: asyncio.Future[object] = loop.create_future()
+    closed.set_exception(aiormq.exceptions.ChannelInvalidStateError("the broker closed it"))
+    with pytest.raises(aiormq.exceptions.ChannelInvalidStateError, match="the broker closed it"):
+        await amqp.Batch(futures, closed).confirmed()
+    for future in futures:
+        future.cancel()
+    del futures, closed
+    for _ in range(3):
+        await asyncio.sleep(0)
+    gc.collect()
+    assert logged == []
+
+
+async def test_message_futures_cancelled_as_the_channel_closes_are_a_broker_error() -> None:
+    """aiormq may cancel the messages' futures in the same step of the loop as it fails `closed`:
+    `confirmed()` raises a broker error then, never the CancelledError, which would have ended the
+    outbox relay as if it were cancelled."""
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[object]] = [loop.create_future() for _ in range(2)]
+    closed: asyncio.Future[object] = loop.create_future()
+    waiting = asyncio.ensure_future(amqp.Batch(futures, closed).confirmed())
+    await asyncio.sleep(0)
+    closed.set_exception(aiormq.exceptions.ChannelInvalidStateError("the broker closed it"))
+    for future in futures:
+        future.cancel()
+    with pytest.raises(aiormq.exceptions.ChannelInvalidStateError):
+        await waiting

@@ -34,6 +34,7 @@ import asyncio
 import re
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import aiormq
 from aiormq.abc import ChannelFrame
@@ -79,12 +80,27 @@ class Batch:
         try:
             await asyncio.wait((every, self.closed), return_when=asyncio.FIRST_COMPLETED)
             if every.done():
-                return every.result()
-            self.closed.result()  # raises what closed the channel
-            raise aiormq.exceptions.ChannelInvalidStateError("the channel closed")  # pragma: no cover
+                failure = every.exception()
+                if failure is None:
+                    return every.result()
+                if not isinstance(failure, asyncio.CancelledError):
+                    raise failure  # a nack: aiormq's DeliveryError
+                # aiormq cancelled the messages' futures: the channel closed, in the same step
+            if self.closed.done() and not self.closed.cancelled():
+                self.closed.result()  # raises what closed the channel
+            raise aiormq.exceptions.ChannelInvalidStateError("the channel closed")
         finally:
-            every.cancel()  # if still waiting: and so each message's future
-            self.closed.cancel()
+            for future in (every, self.closed):
+                future.cancel()  # if still waiting (`every`: and so each message's future)
+                # An outcome nobody reads (the gathering ends with CancelledError once its messages'
+                # futures are cancelled, here or by aiormq) is retrieved, or asyncio logs it as an
+                # error when it is collected ("exception was never retrieved").
+                future.add_done_callback(_retrieve)
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def publish_frames(channel: aiormq.Channel, payload: bytes, count: int) -> Batch:
