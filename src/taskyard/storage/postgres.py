@@ -121,7 +121,7 @@ def classify(exc: BaseException) -> type[DatabaseUnavailable] | None:
         if state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES:
             return DatabaseUnavailable
         return None
-    if isinstance(exc, asyncpg.InterfaceError):  # "connection is closed", "released back to the pool"
+    if isinstance(exc, asyncpg.InterfaceError):  # "connection is closed", and the like
         return None if isinstance(exc, _CALLER_MISTAKES) else DatabaseUnavailable
     if isinstance(exc, asyncpg.InternalClientError | OSError):  # protocol state broken; sockets, timeouts
         return DatabaseUnavailable
@@ -492,7 +492,7 @@ class PostgresStorage:
 
     def _session(self, conn: Any, *, unbegun: bool = False, reads_begin: bool = False) -> _Session:
         prepared = self._prepared.get(conn.get_server_pid())
-        if prepared is None:  # every pooled connection passed `_connected`; else unsure: ask
+        if prepared is None:  # every pooled connection passed `_connect`; else unsure: ask
             prepared = _Prepared()
             prepared.names = None
         queries, names, written_in = self._queries, self._names, self._written_in
@@ -525,7 +525,7 @@ class PostgresStorage:
     def _release(self, pool: ConnectionPool, conn: Any, *, broken: bool) -> None:
         """Hand `conn` back to the pool; close it instead if a failure may have broken it."""
         if broken:
-            _terminate(conn)  # the pool opens a fresh one when it is next needed
+            conn.terminate()  # the pool opens a fresh one when it is next needed
         pool.release(conn)
 
     def transaction(self) -> AbstractAsyncContextManager[Tx]:
@@ -551,7 +551,7 @@ class PostgresStorage:
                     raise
                 broken = True  # and COMMIT was not sent: the server can't have committed any of it
                 raise TransactionRolledBack(f"lost the transaction before it committed: {exc}") from exc
-            if _is_closed(conn):
+            if conn.is_closed():
                 broken = True
                 raise TransactionRolledBack("the connection closed before the transaction could commit")
             try:
@@ -810,22 +810,6 @@ async def _roll_back(conn: Any, *, unsure: bool = False) -> None:
             record("ROLLBACK")
             await conn.execute("ROLLBACK")
     except Exception:  # the connection is broken (a cancelled query): drop it, keep the error
-        _terminate(conn)
-
-
-def _is_closed(conn: Any) -> bool:
-    """Whether a pooled connection is closed. One asyncpg saw die is already back in its pool, and
-    its proxy refuses every call, is_closed() too ("released back to the pool"): it is closed."""
-    try:
-        return bool(conn.is_closed())
-    except asyncpg.InterfaceError:
-        return True
-
-
-def _terminate(conn: Any) -> None:
-    """Close a pooled connection at once. A connection asyncpg saw die is already back in its pool,
-    and its proxy refuses every call, terminate() too ("released back to the pool")."""
-    with contextlib.suppress(asyncpg.InterfaceError):
         conn.terminate()
 
 
