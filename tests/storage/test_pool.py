@@ -54,6 +54,13 @@ async def waiting(task: asyncio.Task[Any]) -> None:
     assert not task.done()
 
 
+async def in_line(pool: ConnectionPool) -> asyncio.Task[Any]:
+    """A caller of `acquire()`, let run until it waits its turn."""
+    task = asyncio.create_task(pool.acquire())
+    await waiting(task)
+    return task
+
+
 async def test_a_released_connection_is_handed_out_again(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=4)
     first = await pool.acquire()
@@ -70,9 +77,7 @@ async def test_a_released_connection_is_handed_out_again(made: Connections) -> N
 async def test_at_most_max_size_are_open_and_waiters_are_served_in_turn(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=2)
     a, b = await pool.acquire(), await pool.acquire()
-    first, second = asyncio.create_task(pool.acquire()), asyncio.create_task(pool.acquire())
-    await waiting(first)
-    await waiting(second)
+    first, second = await in_line(pool), await in_line(pool)
     pool.release(b)
     assert await first is b
     assert not second.done()
@@ -84,8 +89,7 @@ async def test_at_most_max_size_are_open_and_waiters_are_served_in_turn(made: Co
 async def test_a_waiter_cancelled_as_it_is_handed_a_connection_gives_it_back(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=1)
     held = await pool.acquire()
-    waiter = asyncio.create_task(pool.acquire())
-    await waiting(waiter)
+    waiter = await in_line(pool)
     pool.release(held)  # handed to the waiter, which has not run yet
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -96,9 +100,7 @@ async def test_a_waiter_cancelled_as_it_is_handed_a_connection_gives_it_back(mad
 async def test_a_cancelled_waiter_leaves_the_line(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=1)
     held = await pool.acquire()
-    gone, stays = asyncio.create_task(pool.acquire()), asyncio.create_task(pool.acquire())
-    await waiting(gone)
-    await waiting(stays)
+    gone, stays = await in_line(pool), await in_line(pool)
     gone.cancel()
     with pytest.raises(asyncio.CancelledError):
         await gone
@@ -109,8 +111,7 @@ async def test_a_cancelled_waiter_leaves_the_line(made: Connections) -> None:
 async def test_a_connection_released_closed_or_in_a_transaction_is_replaced(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=1)
     broken = await pool.acquire()
-    waiter = asyncio.create_task(pool.acquire())
-    await waiting(waiter)
+    waiter = await in_line(pool)
     broken.terminate()
     pool.release(broken)  # its room goes to the waiter, which opens a new one
     fresh = await waiter
@@ -136,8 +137,7 @@ async def test_a_failed_open_frees_its_room(made: Connections) -> None:
 async def test_a_failed_open_hands_its_room_to_a_waiter(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=1)
     held = await pool.acquire()
-    waiter = asyncio.create_task(pool.acquire())
-    await waiting(waiter)
+    waiter = await in_line(pool)
     held.terminate()
     made.fail = 1
     pool.release(held)  # the waiter's open fails: its room is free again
@@ -161,8 +161,7 @@ async def test_connections_idle_too_long_are_closed_down_to_one(made: Connection
 async def test_close_fails_the_waiters_and_waits_for_the_connections_in_use(made: Connections) -> None:
     pool = ConnectionPool(made.connect, max_size=2)
     first, second = await pool.acquire(), await pool.acquire()
-    waiter = asyncio.create_task(pool.acquire())
-    await waiting(waiter)
+    waiter = await in_line(pool)
     closing = asyncio.create_task(pool.close())
     with pytest.raises(PoolClosed):
         await waiter
