@@ -56,13 +56,11 @@ async def run_forever(wm: WorkerManager) -> None:
                     # Not on every wake-up: work made pending anywhere wakes this loop, and each
                     # ask is a round trip to PostgreSQL (createTask's hot path, in every process).
                     timeout, waking = LEAD_RECHECK, False
-            except Unavailable as exc:  # the database is down or restarting: an outage, not a bug
-                if outage.begins(time.monotonic()):
+            except Exception as exc:
+                if not isinstance(exc, Unavailable):
+                    log.exception("provisioning failed; trying again in %.0f s", RETRY_AFTER)
+                elif outage.begins(time.monotonic()):  # the database is down or restarting: an outage
                     log.warning("provisioning: %s; trying again every %g s", exc, RETRY_AFTER)
-                timeout = RETRY_AFTER
-                wm.dirty = True
-            except Exception:
-                log.exception("provisioning failed; trying again in %.0f s", RETRY_AFTER)
                 timeout = RETRY_AFTER
                 wm.dirty = True
             else:
